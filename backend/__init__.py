@@ -1,0 +1,1 @@
+"""PyTorch device backend (trn / neuron): aten ops run as NKI kernels on the simulated chip."""

@@ -1,0 +1,1 @@
+"""Machine descriptions as data (installed as trnsim._isa): chips/, instructions/, engines.yaml."""

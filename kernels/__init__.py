@@ -1,0 +1,1 @@
+"""trnsim kernel library: one module per kernel, each with its numpy reference."""

@@ -1,0 +1,118 @@
+"""Memory model: lazy HBM, allocators, views, bounds and poisoning."""
+
+from __future__ import annotations
+
+import resource
+
+import numpy as np
+import pytest
+
+from trnsim import dtypes as dt
+from trnsim.errors import AllocationError, OutOfBoundsError
+from trnsim.memory import HBM, Allocator, Buffer, Layout, OnChipMemory, View, check_bounds
+
+GiB = 1 << 30
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def test_100gib_hbm_allocation_stays_lazy():
+    """Allocate 100 GiB of trn3-sized HBM, write 1 MiB at its far end, read it back."""
+    hbm = HBM(144 * GiB)
+    before = _rss_bytes()
+    handle, off = hbm.allocate(100 * GiB)
+    buf = Buffer(hbm, "hbm", None, 0, 1, off, 100 * GiB, "shared_hbm", "big", handle)
+    mib = 1 << 20
+    n = mib // 4
+    view = View(buf, Layout(dt.float32, (100 * GiB - mib) // 4, (n,), (1,)))
+    data = np.arange(n, dtype=np.float32)
+    view.write(data)
+    np.testing.assert_array_equal(view.read(), data)
+    grown = _rss_bytes() - before
+    assert grown < 64 * (1 << 20), f"resident memory grew by {grown / 2**20:.1f} MiB"
+
+
+def test_hbm_full_raises_allocation_error_with_numbers():
+    hbm = HBM(1 << 20)
+    hbm.allocate(1 << 19)
+    with pytest.raises(AllocationError, match=r"cannot allocate 786432 bytes") as e:
+        hbm.allocate(3 << 18)
+    assert "free" in str(e.value)
+    assert "capacity 1048576" in str(e.value)
+
+
+def test_allocator_rotates_addresses_for_multibuffering():
+    a = Allocator("sbuf", 128, 4096, 64)
+    h1, b1 = a.allocate(0, 128, 1024)
+    a.free(h1)
+    h2, b2 = a.allocate(0, 128, 1024)
+    assert b2 != b1  # next-fit: a freed tile is not reused at once
+    a.free(h2)
+    offsets = set()
+    for _ in range(4):
+        h, b = a.allocate(0, 128, 1024)
+        offsets.add(b)
+        a.free(h)
+    assert len(offsets) == 4
+
+
+def test_allocator_respects_partition_ranges():
+    a = Allocator("sbuf", 128, 1024, 64)
+    a.allocate(0, 64, 1024)
+    _, b = a.allocate(64, 64, 1024)  # other partitions are still free at byte 0
+    assert b == 0
+    with pytest.raises(AllocationError):
+        a.allocate(0, 128, 64)
+
+
+def test_onchip_view_strides_and_region():
+    mem = OnChipMemory("sbuf", 128, 1024, 64)
+    buf = Buffer(mem, "sbuf", 0, 32, 32, 128, 256, "sbuf", "t")
+    f = 256 // 4
+    view = View(buf, Layout(dt.float32, 0, (32, f), (f, 1)))
+    vals = np.arange(32 * f, dtype=np.float32).reshape(32, f)
+    view.write(vals)
+    # Every other column of partitions 4..8.
+    sub = View(buf, Layout(dt.float32, 4 * f + 1, (4, f // 2), (f, 2)))
+    np.testing.assert_array_equal(sub.read(), vals[4:8, 1::2])
+    r = sub.region()
+    assert (r.partition_start, r.partitions) == (36, 4)
+    assert (r.byte_start, r.byte_end) == (128 + 4, 128 + 4 * f)
+    raw = mem.data[36, 128 + 4:128 + 8].view(np.float32)
+    assert raw[0] == vals[4, 1]
+
+
+@pytest.mark.parametrize(("layout", "msg"), [
+    (Layout(dt.float32, 0, (33, 64), (64, 1)), "partitions"),
+    (Layout(dt.float32, 0, (32, 65), (64, 1)), "elements"),
+    (Layout(dt.float32, -1, (1, 1), (64, 1)), "elements"),
+])
+def test_onchip_bounds(layout, msg):
+    mem = OnChipMemory("sbuf", 128, 1024, 64)
+    buf = Buffer(mem, "sbuf", 0, 0, 32, 0, 256, "sbuf", "t")
+    with pytest.raises(OutOfBoundsError, match=msg):
+        check_bounds(buf, layout)
+
+
+def test_kernel_allocations_are_poisoned():
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kernel(a):
+        out_f = nl.ndarray((4, 8), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out_f, src=t)
+        return out_f
+
+    out = nki.simulate(kernel)(np.zeros((4, 8), np.float32))
+    assert np.isnan(out).all()
+
+    def ikernel(a):
+        out_i = nl.ndarray((4, 8), nl.int32, buffer=nl.shared_hbm)
+        return out_i
+
+    assert (nki.simulate(ikernel)(np.zeros((4, 8), np.float32)) == 4).all()

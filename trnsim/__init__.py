@@ -1,0 +1,44 @@
+"""trnsim: a cycle-approximate simulator of AWS Trainium NeuronCores that runs NKI kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trnsim.aliases import install_nki_aliases
+from trnsim.errors import (
+    AllocationError,
+    ConstraintError,
+    KernelError,
+    OutOfBoundsError,
+    SpecError,
+    TrnsimError,
+    UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+
+def load_chip(name_or_path: str = "trn3", **overrides: Any) -> Any:
+    """A validated, frozen ChipSpec: a built-in name (trn1, trn2, trn3) or a YAML path."""
+    from trnsim.chip import load_chip as _load
+
+    return _load(name_or_path, **overrides)
+
+
+def chips() -> list[str]:
+    """Names of the built-in chips."""
+    from trnsim.chip import chips as _chips
+
+    return _chips()
+
+
+def profile(kernel: Any, *args: Any, chip: Any = "trn2", **kwargs: Any) -> Any:
+    """Run `kernel(*args, **kwargs)` on the simulated chip and time it: returns a Profile."""
+    from trnsim.timing.profile import profile as _profile
+
+    return _profile(kernel, *args, chip=chip, **kwargs)
+
+
+__all__ = ["AllocationError", "ConstraintError", "KernelError", "OutOfBoundsError", "SpecError",
+           "TrnsimError", "UnsupportedError", "__version__", "chips", "install_nki_aliases",
+           "load_chip", "profile"]

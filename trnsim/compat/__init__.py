@@ -1,0 +1,1 @@
+"""Front ends for older NKI generations (Beta 1: neuronxcc.nki)."""

@@ -1,0 +1,227 @@
+"""Device and NeuronCore: the composition root. An instruction is checked, executed, recorded.
+
+Values are computed eagerly in program order; timing is computed later from the record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from trnsim import dtypes as dt
+from trnsim import semantics as sem
+from trnsim.errors import ConstraintError, UnsupportedError
+from trnsim.memory import (
+    HBM,
+    ON_CHIP,
+    Buffer,
+    Layout,
+    OnChipMemory,
+    View,
+    check_bounds,
+    poison_value,
+)
+from trnsim.program import Instruction, Operand, SourceLocation
+from trnsim.spec import check_instruction, instruction_specs, is_tensor
+
+PSUM_ALIGN = 2048  # auto-allocated PSUM tiles start on a bank (nki-api.md §3.3)
+SBUF_ALIGN = 64
+
+
+def contiguous_run_bytes(lay: Layout, on_chip: bool) -> int:
+    """Longest contiguous byte run of a layout's innermost dims (a DMA descriptor's size)."""
+    isz = lay.dtype.itemsize
+    run = 1
+    expect = 1
+    dims = list(zip(lay.shape, lay.strides, strict=True))
+    if on_chip and dims:
+        dims = dims[1:]
+    for n, s in reversed(dims):
+        if n == 1:
+            continue
+        if s != expect:
+            break
+        run *= n
+        expect *= n
+    return run * isz
+
+
+def operand_record(name: str, view: View) -> Operand:
+    lay = view.layout
+    on_chip = view.buffer.on_chip
+    inner = 0
+    for n, s in reversed(list(zip(lay.shape, lay.strides, strict=True))):
+        if n > 1:
+            inner = abs(s) * lay.dtype.itemsize
+            break
+    return Operand(
+        name=name, region=view.region(), dtype=lay.dtype.name, shape=lay.shape,
+        partitions=view.partition_count(), elems_per_partition=view.elems_per_partition(),
+        nbytes=lay.size * lay.dtype.itemsize, inner_stride_bytes=inner or lay.dtype.itemsize,
+        contiguous_bytes=contiguous_run_bytes(lay, on_chip), tensor_name=view.buffer.name,
+    )
+
+
+class NeuronCore:
+    """One physical NeuronCore: SBUF, PSUM, engine registers, and its instruction stream."""
+
+    def __init__(self, device: Device, index: int):
+        chip = device.chip
+        self.device = device
+        self.chip = chip
+        self.index = index
+        self.sbuf = OnChipMemory("sbuf", chip.sbuf.partitions, chip.sbuf.bytes_per_partition,
+                                 SBUF_ALIGN)
+        self.psum = OnChipMemory("psum", chip.psum.partitions, chip.psum.bytes_per_partition,
+                                 PSUM_ALIGN)
+        parts = chip.sbuf.partitions
+        # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
+        self.accumulators = {"scalar": np.zeros(parts, np.float32),
+                             "vector": np.zeros(parts, np.float32)}
+        # PSUM elements (fp32 words) that hold a matmul partial sum of an open group.
+        self.psum_accumulating = np.zeros((chip.psum.partitions,
+                                           chip.psum.bytes_per_partition // 4), dtype=bool)
+        self.registers: dict[int, int] = {}
+        self.rng = np.random.default_rng(device.seed + index)
+        self.state: dict[str, Any] = {}  # per-instruction-family state (e.g. PRNG states)
+
+    @property
+    def values(self) -> bool:
+        return self.device.values
+
+    # ------------------------------------------------------------ allocation
+    def allocate(self, space: str, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
+                 address: tuple[int, int] | None = None, poison: bool = True) -> View:
+        """A fresh on-chip tensor: axis 0 on partitions, the rest row-major in each partition."""
+        if space not in ON_CHIP:
+            raise ValueError(space)
+        mem = self.sbuf if space == "sbuf" else self.psum
+        shape = tuple(int(s) for s in shape)
+        if len(shape) < 1:
+            raise ConstraintError(f"{space} tensor '{name}': on-chip tensors need a partition "
+                                  f"dimension, got shape {shape}")
+        parts = shape[0]
+        if parts > mem.partitions or parts < 1:
+            raise ConstraintError(f"{space} tensor '{name}': partition dimension {parts} "
+                                  f"exceeds the {mem.partitions} partitions (pmax)")
+        free = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+        nbytes = free * dtype.itemsize
+        if address is None:
+            handle, b0 = mem.allocator.allocate(0, parts, nbytes)
+            p0 = 0
+        else:
+            p0, foff = address
+            b0 = foff * dtype.itemsize
+            handle = mem.allocator.place(p0, parts, b0, nbytes)
+        buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle)
+        view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
+        if space == "psum":
+            self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
+        if poison and self.values:
+            view.array()[...] = dt.cast(np.asarray(poison_value(dtype)), dtype) \
+                if dtype.kind != "packed" else 0
+        return view
+
+    # ------------------------------------------------------------ instructions
+    def issue(self, opcode: str, engine: str, operands: Mapping[str, Any],
+              attrs: Mapping[str, Any], loc: SourceLocation | None = None, name: str = "",
+              loops: tuple = (), deps: tuple[int, ...] = ()) -> Instruction:
+        """Check, execute and record one instruction."""
+        specs = instruction_specs()
+        spec = specs.get(opcode)
+        fn = sem.lookup(opcode)
+        if spec is None or fn is None:
+            known = sorted(set(specs) & set(sem.registered()))
+            raise UnsupportedError(f"{opcode}: not simulated yet (simulated: {', '.join(known)})",
+                                   loc)
+        tensors = {k: v for k, v in operands.items() if is_tensor(v)}
+        for k, v in tensors.items():
+            check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
+        check_instruction(spec, self.chip, engine, operands, attrs)
+        if self.values:
+            fn(self, engine=engine, **operands, **attrs)
+        reads, writes = [], []
+        for k, v in tensors.items():
+            ospec = spec.operands.get(k)
+            access = ospec.access if ospec is not None else "read"
+            rec = operand_record(k, v)
+            if access in ("read", "readwrite"):
+                reads.append(rec)
+            if access in ("write", "readwrite"):
+                writes.append(rec)
+        simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
+        for k, v in operands.items():
+            if not is_tensor(v) and v is not None:
+                simple_attrs[k] = _attr_value(v)
+        instr = Instruction(index=len(self.device.program), opcode=opcode, engine=engine,
+                            core=self.index, reads=tuple(reads), writes=tuple(writes),
+                            attrs=simple_attrs, loc=loc, name=name or "", loops=loops,
+                            deps=deps)
+        self.device.program.append(instr)
+        return instr
+
+
+def _attr_value(v: Any) -> Any:
+    """Attributes as plain data for the record (enums and callables by name)."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if isinstance(v, (tuple, list)):
+        return tuple(_attr_value(x) for x in v)
+    if isinstance(v, dt.DType):
+        return v.name
+    name = getattr(v, "name", None) or getattr(v, "__name__", None)
+    return name if isinstance(name, str) else repr(v)
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
+class Device:
+    """One chip: HBM shared by its NeuronCores, and the program record of a run."""
+
+    def __init__(self, chip: Any, values: bool = True, seed: int = 0):
+        self.chip = chip
+        self.values = values
+        self.seed = seed
+        self.hbm = HBM(chip.hbm.capacity_bytes)
+        self.cores: dict[int, NeuronCore] = {}
+        self.program: list[Instruction] = []
+
+    def core(self, index: int) -> NeuronCore:
+        if not 0 <= index < self.chip.cores_per_chip:
+            raise ConstraintError(f"{self.chip.name} has {self.chip.cores_per_chip} NeuronCores; "
+                                  f"core {index} does not exist")
+        if index not in self.cores:
+            self.cores[index] = NeuronCore(self, index)
+        return self.cores[index]
+
+    def allocate_hbm(self, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
+                     kind: str = "shared_hbm", core: int | None = None,
+                     poison: bool = True) -> View:
+        shape = tuple(int(s) for s in shape)
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        nbytes = n * dtype.itemsize
+        handle, off = self.hbm.allocate(nbytes)
+        buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle)
+        view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
+        if poison and self.values and n:
+            view.array()[...] = dt.cast(np.asarray(poison_value(dtype)), dtype) \
+                if dtype.kind != "packed" else 0
+        return view
+
+    def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "") -> View:
+        view = self.allocate_hbm(array.shape, dtype, name, poison=False)
+        if self.values and view.size:
+            view.write_raw(np.ascontiguousarray(array).view(dtype.storage)
+                           if array.dtype.itemsize == dtype.itemsize and array.dtype != dtype.storage
+                           and dtype.kind == "packed" else dt.cast(array, dtype)
+                           if array.dtype != dtype.storage else array)
+        return view

@@ -1,0 +1,63 @@
+"""Exception hierarchy of trnsim. Imports nothing of ours except SourceLocation typing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trnsim.program import SourceLocation
+
+
+class TrnsimError(Exception):
+    """Base class of every error trnsim raises on purpose."""
+
+
+class SpecError(TrnsimError):
+    """Data under isa/ (or a user's chip file) is malformed: names the file and key path."""
+
+
+class KernelError(TrnsimError):
+    """The user's kernel is wrong. Carries the user's source location when known."""
+
+    def __init__(self, message: str, loc: SourceLocation | None = None):
+        self.message = message
+        self.loc = loc
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if self.loc is None:
+            return self.message
+        return f"{self.loc.describe()}\n{self.message}"
+
+    def with_loc(self, loc: SourceLocation | None) -> KernelError:
+        """Attach a location if none is set yet (used when re-raising at the API boundary)."""
+        if self.loc is None and loc is not None:
+            self.loc = loc
+            self.args = (self._render(),)
+        return self
+
+
+class ConstraintError(KernelError):
+    """An instruction breaks a hardware rule: shape, dtype, memory space, engine."""
+
+
+class AllocationError(KernelError):
+    """A memory space is full: says requested, free and capacity."""
+
+
+class OutOfBoundsError(KernelError):
+    """A view reaches outside its buffer, or a runtime index is out of range."""
+
+
+class UnsupportedError(TrnsimError, NotImplementedError):
+    """A feature that trnsim does not simulate (yet); says what is supported."""
+
+    def __init__(self, message: str, loc: SourceLocation | None = None):
+        self.message = message
+        self.loc = loc
+        text = message if loc is None else f"{loc.describe()}\n{message}"
+        super().__init__(text)
+
+
+class SimulationWarning(UserWarning):
+    """Suspicious but legal kernel behaviour (e.g. accumulate onto never-written PSUM)."""

@@ -1,0 +1,356 @@
+"""Simulated memories: lazy HBM, SBUF/PSUM per core, allocators, Buffers and strided Views.
+
+Knows dtypes and errors; knows nothing about instructions, engines or time.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim import dtypes as dt
+from trnsim.errors import AllocationError, OutOfBoundsError
+from trnsim.program import Region
+
+# Linux value of MAP_NORESERVE; the mmap module only exposes it from Python 3.13 on.
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+
+HBM_ALIGN = 64  # bytes; allocation granularity of HBM tensors
+INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
+
+ON_CHIP = ("sbuf", "psum")
+
+
+def poison_value(dtype: dt.DType) -> float | int:
+    """Sentinel for never-written memory: NaN for floats, 4 for integers (as AWS's simulator)."""
+    return float("nan") if dtype.kind == "float" else INT_POISON
+
+
+class Allocator:
+    """Next-fit allocator over rectangles [p0, p1) x [b0, b1).
+
+    Next-fit (search from just after the previous allocation, wrapping) makes successive
+    allocations of a loop body land on different addresses until capacity runs out: the
+    way the compiler multi-buffers tiles, so region-based dependencies stay true ones.
+    """
+
+    def __init__(self, space: str, partitions: int, nbytes: int, align: int):
+        self.space = space
+        self.partitions = partitions
+        self.nbytes = nbytes
+        self.align = align
+        self._live: dict[int, tuple[int, int, int, int]] = {}
+        self._next_id = 0
+        self._cursor = 0
+
+    @property
+    def used_bytes(self) -> int:
+        return sum((p1 - p0) * (b1 - b0) for p0, p1, b0, b1 in self._live.values())
+
+    def _fits(self, p0: int, p1: int, b0: int, b1: int) -> int | None:
+        """None if free, else the end byte of a blocking allocation."""
+        block = None
+        for q0, q1, c0, c1 in self._live.values():
+            if q0 < p1 and p0 < q1 and c0 < b1 and b0 < c1:
+                block = c1 if block is None else max(block, c1)
+        return block
+
+    def allocate(self, p0: int, partitions: int, size: int, align: int | None = None) -> tuple[int, int]:
+        """Find `size` bytes in partitions [p0, p0+partitions); returns (handle, byte_start)."""
+        align = align or self.align
+        size = max(size, 1)
+        p1 = p0 + partitions
+        for start in (self._cursor, 0):
+            b0 = _round_up(start, align)
+            while b0 + size <= self.nbytes:
+                block = self._fits(p0, p1, b0, b0 + size)
+                if block is None:
+                    return self._take(p0, p1, b0, size), b0
+                b0 = _round_up(block, align)
+        free = self.partitions * self.nbytes - self.used_bytes
+        raise AllocationError(
+            f"{self.space}: cannot allocate {size} bytes x {partitions} partitions; "
+            f"{self.used_bytes} of {self.partitions * self.nbytes} bytes in use, {free} free "
+            f"(fragmented or full); capacity {self.nbytes} bytes per partition"
+        )
+
+    def place(self, p0: int, partitions: int, b0: int, size: int) -> int:
+        """Claim an explicit address (nl.ndarray(address=...)); overlapping claims are allowed,
+        as on hardware, where the user owns placement."""
+        if p0 < 0 or p0 + partitions > self.partitions or b0 < 0 or b0 + size > self.nbytes:
+            raise AllocationError(
+                f"{self.space}: address (partition {p0}, byte {b0}) with {partitions} partitions x "
+                f"{size} bytes is outside [0, {self.partitions}) x [0, {self.nbytes})"
+            )
+        return self._take(p0, p0 + partitions, b0, size, advance=False)
+
+    def _take(self, p0: int, p1: int, b0: int, size: int, advance: bool = True) -> int:
+        handle = self._next_id
+        self._next_id += 1
+        self._live[handle] = (p0, p1, b0, b0 + size)
+        if advance:
+            self._cursor = b0 + size if b0 + size < self.nbytes else 0
+        return handle
+
+    def free(self, handle: int) -> None:
+        self._live.pop(handle, None)
+
+
+def _round_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class HBM:
+    """A chip's HBM: one lazily backed flat byte space (pages materialize on first write)."""
+
+    def __init__(self, capacity_bytes: int):
+        self.capacity_bytes = capacity_bytes
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
+        self._map = mmap.mmap(-1, capacity_bytes, flags=flags)
+        self.data = np.frombuffer(self._map, dtype=np.uint8)
+        self.allocator = Allocator("hbm", 1, capacity_bytes, HBM_ALIGN)
+
+    def allocate(self, nbytes: int) -> tuple[int, int]:
+        """(handle, byte offset) of a fresh block; raises AllocationError when full."""
+        return self.allocator.allocate(0, 1, nbytes)
+
+
+class OnChipMemory:
+    """SBUF or PSUM of one NeuronCore: partitions x bytes, allocated lazily by numpy."""
+
+    def __init__(self, space: str, partitions: int, bytes_per_partition: int, align: int):
+        self.space = space
+        self.partitions = partitions
+        self.bytes_per_partition = bytes_per_partition
+        self.data = np.zeros((partitions, bytes_per_partition), dtype=np.uint8)
+        self.allocator = Allocator(space, partitions, bytes_per_partition, align)
+
+
+class Buffer:
+    """One allocation: a block of HBM, or a partitions x bytes rectangle of SBUF/PSUM."""
+
+    def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
+                 partition_start: int, partitions: int, byte_start: int, nbytes: int,
+                 kind: str, name: str = "", handle: int | None = None):
+        self.memory = memory
+        self.space = space  # hbm | sbuf | psum
+        self.kind = kind  # shared_hbm | private_hbm | hbm | sbuf | psum
+        self.core = core
+        self.partition_start = partition_start
+        self.partitions = partitions
+        self.byte_start = byte_start
+        self.nbytes = nbytes  # per partition on chip; total in HBM
+        self.name = name
+        if handle is not None:
+            self._finalizer = weakref.finalize(self, memory.allocator.free, handle)
+
+    def release(self) -> None:
+        fin = getattr(self, "_finalizer", None)
+        if fin is not None:
+            fin()
+
+    @property
+    def on_chip(self) -> bool:
+        return self.space in ON_CHIP
+
+    def elems_per_partition(self, dtype: dt.DType) -> int:
+        """F: elements per partition (on chip) or in total (HBM) in units of dtype."""
+        return self.nbytes // dtype.itemsize
+
+    def raw(self) -> np.ndarray:
+        """The bytes of this buffer: (partitions, nbytes) on chip, (nbytes,) in HBM."""
+        if self.on_chip:
+            p0, b0 = self.partition_start, self.byte_start
+            return self.memory.data[p0:p0 + self.partitions, b0:b0 + self.nbytes]
+        return self.memory.data[self.byte_start:self.byte_start + self.nbytes]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A strided window onto a Buffer in units of `dtype` (NKI: offset + sum(strides*idx)).
+
+    Positions index the buffer's storage flattened to 1-D: on chip, element (p, f) of the
+    partition-major storage is at p * F + f with F = elements per partition.
+    """
+
+    dtype: dt.DType
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+    def span(self) -> tuple[int, int]:
+        """Lowest and highest storage position touched (inclusive)."""
+        lo = hi = self.offset
+        for n, s in zip(self.shape, self.strides, strict=True):
+            if n == 0:
+                return self.offset, self.offset - 1
+            if s >= 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
+        return lo, hi
+
+
+def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
+    """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip)."""
+    if lay.size == 0:
+        return
+    lo, hi = lay.span()
+    if not buf.on_chip:
+        total = buf.elems_per_partition(lay.dtype)
+        if lo < 0 or hi >= total:
+            raise OutOfBoundsError(
+                f"{what}: elements [{lo}, {hi}] of {buf.space} tensor '{buf.name}' are outside "
+                f"[0, {total - 1}] ({total} elements of {lay.dtype})"
+            )
+        return
+    f = buf.elems_per_partition(lay.dtype)
+    p_lo, p_hi, f_lo, f_hi = onchip_span(lay, f)
+    if p_lo < 0 or p_hi >= buf.partitions or f_lo < 0 or f_hi >= f:
+        raise OutOfBoundsError(
+            f"{what}: {buf.space} tensor '{buf.name}' has {buf.partitions} partitions x {f} "
+            f"{lay.dtype} elements; the access reaches partitions [{p_lo}, {p_hi}] and "
+            f"elements [{f_lo}, {f_hi}]"
+        )
+
+
+def onchip_span(lay: Layout, f: int) -> tuple[int, int, int, int]:
+    """(first, last partition, first, last free element) of an on-chip layout."""
+    p_off, f_off = divmod(lay.offset, f) if f else (0, lay.offset)
+    p_lo = p_hi = p_off
+    f_lo = f_hi = f_off
+    for n, s in zip(lay.shape, lay.strides, strict=True):
+        ps, fs = _split_stride(s, f)
+        ext_p, ext_f = (n - 1) * ps, (n - 1) * fs
+        p_lo, p_hi = p_lo + min(0, ext_p), p_hi + max(0, ext_p)
+        f_lo, f_hi = f_lo + min(0, ext_f), f_hi + max(0, ext_f)
+    return p_lo, p_hi, f_lo, f_hi
+
+
+def _split_stride(s: int, f: int) -> tuple[int, int]:
+    """An element stride as (partition step, free step): multiples of F step partitions."""
+    if f and s != 0 and s % f == 0:
+        return s // f, 0
+    return 0, s
+
+
+def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
+    """A numpy view (no copy) of the layout's elements, in the dtype's storage type."""
+    isz = lay.dtype.itemsize
+    if lay.size == 0:
+        return np.empty(lay.shape, dtype=lay.dtype.storage)
+    raw = buf.raw()
+    if buf.on_chip:
+        f = buf.elems_per_partition(lay.dtype)
+        row_bytes = raw.strides[0]
+        p_off, f_off = divmod(lay.offset, f)
+        anchor = raw[p_off, f_off * isz:f_off * isz + isz]
+        byte_strides = []
+        for s in lay.strides:
+            ps, fs = _split_stride(s, f)
+            byte_strides.append(ps * row_bytes + fs * isz)
+    else:
+        anchor = raw[lay.offset * isz:lay.offset * isz + isz]
+        byte_strides = [s * isz for s in lay.strides]
+    typed = anchor.view(lay.dtype.storage)
+    return np.lib.stride_tricks.as_strided(typed, shape=lay.shape, strides=tuple(byte_strides))
+
+
+def region_of(buf: Buffer, lay: Layout) -> Region:
+    """The bounding box of bytes a layout touches (the timing model's dependency unit)."""
+    isz = lay.dtype.itemsize
+    core = -1 if buf.core is None else buf.core
+    if lay.size == 0:
+        return Region(buf.space, core, buf.partition_start, 0, buf.byte_start, buf.byte_start)
+    if not buf.on_chip:
+        lo, hi = lay.span()
+        return Region("hbm", core, 0, 1, buf.byte_start + lo * isz, buf.byte_start + (hi + 1) * isz)
+    f = buf.elems_per_partition(lay.dtype)
+    p_lo, p_hi, f_lo, f_hi = onchip_span(lay, f)
+    return Region(buf.space, core, buf.partition_start + p_lo, p_hi - p_lo + 1,
+                  buf.byte_start + f_lo * isz, buf.byte_start + (f_hi + 1) * isz)
+
+
+class View:
+    """A typed, strided window onto a Buffer: what every instruction operand is.
+
+    `read()` returns a copy in the dtype's storage type; `write(values)` casts with the
+    hardware rounding of dtypes.cast and stores. NkiTensor (trnsim.nki) builds on this.
+    """
+
+    __slots__ = ("__weakref__", "buffer", "layout")
+
+    def __init__(self, buffer: Buffer, layout: Layout):
+        self.buffer = buffer
+        self.layout = layout
+
+    # -- NKI attributes
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.layout.dtype
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return self.layout.strides
+
+    @property
+    def offset(self) -> int:
+        return self.layout.offset
+
+    @property
+    def ndim(self) -> int:
+        return len(self.layout.shape)
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    # -- data access
+    def array(self) -> np.ndarray:
+        """A live numpy view (no copy) of the elements, in storage type."""
+        return strided_array(self.buffer, self.layout)
+
+    def read(self) -> np.ndarray:
+        return np.array(self.array(), copy=True)
+
+    def read_f32(self) -> np.ndarray:
+        """The values as the engines see them: converted to fp32."""
+        return dt.to_float32(self.array())
+
+    def write(self, values: np.ndarray | float | int) -> None:
+        """Store values (any numeric array broadcastable to the shape), cast to the dtype."""
+        out = self.array()
+        vals = np.asarray(values)
+        if vals.dtype != self.dtype.storage:
+            vals = dt.cast(vals, self.dtype)
+        out[...] = np.broadcast_to(vals, out.shape) if vals.shape != out.shape else vals
+
+    def write_raw(self, values: np.ndarray) -> None:
+        """Store values already in storage type, bit for bit."""
+        self.array()[...] = values
+
+    def region(self) -> Region:
+        return region_of(self.buffer, self.layout)
+
+    def partition_count(self) -> int:
+        return self.layout.shape[0] if self.buffer.on_chip and self.layout.shape else 1
+
+    def elems_per_partition(self) -> int:
+        shape = self.layout.shape[1:] if self.buffer.on_chip else self.layout.shape
+        return int(np.prod(shape, dtype=np.int64)) if shape else 1

@@ -1,0 +1,117 @@
+"""Kernel entry points of the current API: nki.jit, nki.simulate, nki.cpu_simulate."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from trnsim.errors import ConstraintError
+from trnsim.nki.context import maybe_current
+from trnsim.nki.runner import _is_array_arg, run_kernel
+from trnsim.program import capture_location
+
+
+class Kernel:
+    """A kernel function plus its launch configuration (`kernel[lnc]` / `kernel[d0, d1]`)."""
+
+    def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), options: dict | None = None,
+                 generation: str = "ga"):
+        self.fn = fn
+        self.grid = grid
+        self.options = dict(options or {})
+        self.generation = generation
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid: Any) -> Kernel:
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        if self.generation == "ga":
+            if len(grid) != 1 or not isinstance(grid[0], int) or grid[0] < 1:
+                raise ConstraintError(f"kernel[{', '.join(map(str, grid))}]: the launch takes one "
+                                      "logical NeuronCore count (kernel[1] or kernel[2])",
+                                      capture_location())
+        return type(self)(self.fn, grid, self.options, self.generation)
+
+    @property
+    def lnc(self) -> int:
+        return int(self.grid[0]) if self.generation == "ga" and self.grid else 1
+
+    def launch(self, args: tuple, kwargs: dict, **run_options: Any) -> Any:
+        opts = {**self.options, **run_options}
+        if self.generation == "ga":
+            return run_kernel(self.fn, args, kwargs, lnc=self.lnc, generation="ga", **opts)
+        return run_kernel(self.fn, args, kwargs, grid=self.grid, generation=self.generation, **opts)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if maybe_current() is not None:
+            # A kernel called from inside another kernel is a sub-kernel: just call it.
+            return self.fn(*args, **kwargs)
+        if not any(_is_array_arg(a) for a in (*args, *kwargs.values())) and not args and \
+                not kwargs:
+            return self.launch(args, kwargs).outputs
+        return self.launch(args, kwargs).outputs
+
+
+def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """@nki.jit: make a kernel. Called with numpy arrays or torch CPU tensors it is simulated
+    (as AWS's simulator does under NKI_SIMULATOR=1; there is no device to run it on here)."""
+    options.pop("mode", None)  # GA ignores mode=
+    if "platform_target" in options:
+        raise ConstraintError("nki.jit: platform_target= is not accepted by the current NKI API; "
+                              "set NEURON_PLATFORM_TARGET_OVERRIDE=trn1|trn2|trn3 instead",
+                              capture_location())
+    run_opts = {k: options.pop(k) for k in ("chip", "values", "seed") if k in options}
+
+    def wrap(f: Callable[..., Any]) -> Kernel:
+        if isinstance(f, Kernel):
+            return f
+        return Kernel(f, (), run_opts, "ga")
+
+    return wrap(fn) if fn is not None else wrap
+
+
+def simulator_enabled() -> bool:
+    return os.environ.get("NKI_SIMULATOR", "").strip() not in ("", "0", "false", "False")
+
+
+def _as_kernel(kernel: Any) -> Kernel:
+    if isinstance(kernel, Kernel):
+        return kernel
+    if callable(kernel):
+        return Kernel(kernel, (), {}, "ga")
+    raise ConstraintError(f"expected a kernel function, got {type(kernel).__name__}",
+                          capture_location())
+
+
+def simulate(kernel: Any, **options: Any) -> Callable[..., Any]:
+    """nki.simulate(kernel)(*arrays): run on the simulated chip, return host arrays.
+
+    `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
+    Options: chip= (default from NEURON_PLATFORM_TARGET_OVERRIDE, else trn3), values=, seed=.
+    """
+    k = _as_kernel(kernel)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return k.launch(args, kwargs, **options).outputs
+
+    functools.update_wrapper(run, k.fn)
+    return run
+
+
+class _CpuSimulate:
+    """nki.cpu_simulate(kernel)[lnc](**inputs): the entry that CPU-simulator harnesses call."""
+
+    def __init__(self, kernel: Any, options: dict[str, Any]):
+        self.kernel = _as_kernel(kernel)
+        self.options = options
+
+    def __getitem__(self, lnc: int) -> Callable[..., Any]:
+        return simulate(self.kernel[lnc], **self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return simulate(self.kernel, **self.options)(*args, **kwargs)
+
+
+def cpu_simulate(kernel: Any, **options: Any) -> _CpuSimulate:
+    return _CpuSimulate(kernel, options)

@@ -1,0 +1,236 @@
+"""Run one kernel launch on a simulated chip: arguments into HBM, programs on cores, results out."""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trnsim import dtypes as dt
+from trnsim.core import Device
+from trnsim.errors import ConstraintError, KernelError, TrnsimError
+from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
+from trnsim.nki.tensor import NkiTensor
+from trnsim.program import Instruction, capture_location
+
+PLATFORM_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2",
+                    "gen3": "trn2", "trn3": "trn3", "gen4": "trn3"}
+DEFAULT_CHIP = "trn3"
+
+
+def default_chip_name() -> str:
+    """NEURON_PLATFORM_TARGET_OVERRIDE (trn1|inf2|gen2, trn2|gen3, trn3|gen4), else trn3."""
+    env = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
+    if not env:
+        return DEFAULT_CHIP
+    if env not in PLATFORM_ALIASES:
+        raise ConstraintError(f"NEURON_PLATFORM_TARGET_OVERRIDE={env!r} is not a platform "
+                              f"(known: {', '.join(PLATFORM_ALIASES)})")
+    return PLATFORM_ALIASES[env]
+
+
+def resolve_chip(chip: Any) -> Any:
+    if chip is None:
+        chip = default_chip_name()
+    if isinstance(chip, str):
+        from trnsim.chip import load_chip
+
+        return load_chip(PLATFORM_ALIASES.get(chip.lower(), chip))
+    return chip
+
+
+@dataclass
+class KernelRun:
+    """One launch: what the kernel returned (host arrays), the program record, the chip."""
+
+    outputs: Any
+    program: list[Instruction]
+    chip: Any
+    device: Device
+    kernel_name: str = ""
+    grid: tuple[int, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# Set by `trnsim profile` / recorders: every finished launch is appended to this list.
+_RECORDER: contextvars.ContextVar[list[KernelRun] | None] = contextvars.ContextVar(
+    "trnsim_recorder", default=None)
+
+
+def record_launches(sink: list[KernelRun]) -> contextvars.Token:
+    return _RECORDER.set(sink)
+
+
+def stop_recording(token: contextvars.Token) -> None:
+    _RECORDER.reset(token)
+
+
+# ---------------------------------------------------------------- host <-> device values
+
+
+def _is_torch(x: Any) -> bool:
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def to_host_array(x: Any) -> np.ndarray:
+    """numpy view of a numpy array or torch CPU tensor (bf16 through its bits)."""
+    if _is_torch(x):
+        t = x.detach().cpu().contiguous()
+        name = str(t.dtype).replace("torch.", "")
+        if name == "bfloat16":
+            import ml_dtypes
+
+            return t.view(_torch_int16()).numpy().view(ml_dtypes.bfloat16)
+        if name.startswith("float8"):
+            return t.view(_torch_uint8()).numpy().view(dt.resolve(name).storage)
+        return t.numpy()
+    return np.asarray(x)
+
+
+def _torch_int16() -> Any:
+    import torch
+
+    return torch.int16
+
+
+def _torch_uint8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def from_host_array(a: np.ndarray, like: Any) -> Any:
+    if like is None or not _is_torch(like):
+        return a
+    import torch
+
+    name = dt.resolve(a.dtype).name
+    if name == "bfloat16":
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    if name.startswith("float8"):
+        return torch.from_numpy(a.view(np.uint8).copy()).view(getattr(torch, name))
+    return torch.from_numpy(np.array(a))
+
+
+def _is_array_arg(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or _is_torch(x)
+
+
+# ---------------------------------------------------------------- launching
+
+
+def grid_points(grid: Sequence[int]) -> list[tuple[int, ...]]:
+    return list(itertools.product(*(range(int(g)) for g in grid))) if grid else [()]
+
+
+def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
+               chip: Any = None, lnc: int = 1, grid: Sequence[int] | None = None,
+               values: bool = True, generation: str = "ga", seed: int = 0,
+               cores_for_grid: int = 1) -> KernelRun:
+    """Simulate `kernel(*args, **kwargs)` launched on `grid` (B1) or `lnc` cores (GA).
+
+    Array arguments (numpy or torch CPU) become shared-HBM tensors; the kernel's returned
+    tensors come back as host arrays of the same kind, and written inputs are updated in place.
+    """
+    if maybe_current() is not None:
+        raise KernelError("a kernel launch cannot be nested inside a running kernel "
+                          "(call the inner function directly)", capture_location())
+    spec = resolve_chip(chip)
+    if lnc not in spec.lnc_allowed and lnc != 1:
+        raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
+                              f"{', '.join(map(str, spec.lnc_allowed))}", capture_location())
+    device = Device(spec, values=values, seed=seed)
+    grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
+    ncores = lnc if generation == "ga" else max(1, cores_for_grid)
+    host_args, dev_args = [], []
+    for i, a in enumerate(args):
+        host_args.append(a)
+        dev_args.append(_arg_to_device(device, a, f"arg{i}"))
+    dev_kwargs = {k: _arg_to_device(device, v, k) for k, v in kwargs.items()}
+    shared: dict[Any, Any] = {}
+    result = None
+    for n, pid in enumerate(grid_points(grid)):
+        core = device.core(n % ncores)
+        ctx = KernelContext(device, core, pid, grid, generation)
+        ctx.extra["shared_allocs"] = shared
+        ctx.extra["shared_seq"] = 0
+        token = activate(ctx)
+        try:
+            result = kernel(*dev_args, **dev_kwargs)
+        except TrnsimError:
+            raise
+        finally:
+            deactivate(token)
+    outputs = _result_to_host(result, like=_first_torch(args, kwargs))
+    _update_inputs(host_args, dev_args, values)
+    _update_inputs(list(kwargs.values()), list(dev_kwargs.values()), values)
+    run = KernelRun(outputs, device.program, spec, device,
+                    getattr(kernel, "__name__", str(kernel)), grid)
+    sink = _RECORDER.get()
+    if sink is not None:
+        sink.append(run)
+    return run
+
+
+def _first_torch(args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    for a in (*args, *kwargs.values()):
+        if _is_torch(a):
+            return a
+    return None
+
+
+def _arg_to_device(device: Device, a: Any, name: str) -> Any:
+    if not _is_array_arg(a):
+        if isinstance(a, (list, tuple)) and any(_is_array_arg(x) for x in a):
+            return type(a)(_arg_to_device(device, x, f"{name}_{i}") for i, x in enumerate(a))
+        return a
+    arr = to_host_array(a)
+    try:
+        dtype = dt.resolve(arr.dtype)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ConstraintError(f"kernel argument '{name}': dtype {arr.dtype} has no device "
+                              f"equivalent (known: {', '.join(dt.ALL)})") from e
+    if arr.dtype == np.float64:
+        raise ConstraintError(f"kernel argument '{name}': float64 is not a device dtype "
+                              "(use float32)")
+    view = device.hbm_from_array(arr, dtype, name)
+    return NkiTensor(view.buffer, view.layout)
+
+
+def _result_to_host(result: Any, like: Any) -> Any:
+    if isinstance(result, NkiTensor):
+        if result.buffer.space != "hbm":
+            raise KernelError(f"kernel returned tensor '{result.name}' in {result.buffer.space}; "
+                              "kernel outputs must be HBM tensors (nl.shared_hbm)")
+        return from_host_array(result.read(), like)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_result_to_host(r, like) for r in result)
+    if isinstance(result, dict):
+        return {k: _result_to_host(v, like) for k, v in result.items()}
+    return result
+
+
+def _update_inputs(host: Sequence[Any], dev: Sequence[Any], values: bool) -> None:
+    if not values:
+        return
+    for h, d in zip(host, dev, strict=True):
+        if isinstance(d, NkiTensor) and d.buffer.space == "hbm":
+            new = d.read()
+            if isinstance(h, np.ndarray):
+                if h.flags.writeable and not np.array_equal(h.view(np.uint8),
+                                                            new.view(np.uint8)):
+                    h[...] = new.view(h.dtype) if new.dtype.itemsize == h.dtype.itemsize else new
+            elif _is_torch(h):
+                cur = to_host_array(h)
+                if not np.array_equal(cur.view(np.uint8), new.view(np.uint8)):
+                    import torch
+
+                    with torch.no_grad():
+                        h.copy_(from_host_array(new, h))
+        elif isinstance(h, (list, tuple)) and isinstance(d, (list, tuple)):
+            _update_inputs(h, d, values)

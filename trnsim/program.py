@@ -1,0 +1,124 @@
+"""Program record: Instruction, Operand, Region and SourceLocation. Knows nothing about values or time."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# trnsim.kernels lives in kernels/ (package-dir mapping); its frames are user code.
+_INTERNAL_DIRS = (_PKG_DIR + os.sep,)
+_USER_SUBDIRS = (os.path.join(_PKG_DIR, "kernels") + os.sep,)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's code: file, line, function and the source text of that line."""
+
+    filename: str
+    lineno: int
+    function: str = ""
+    code: str = ""
+
+    @property
+    def line(self) -> int:
+        return self.lineno
+
+    def short(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+    def describe(self) -> str:
+        head = f"{self.filename}:{self.lineno}"
+        if self.function:
+            head += f" in {self.function}"
+        return f"{head}\n    {self.code}" if self.code else head
+
+
+def is_internal_file(filename: str) -> bool:
+    """True for frames inside the simulator (trnsim/ but not the kernel library)."""
+    path = os.path.abspath(filename)
+    if path.startswith(_USER_SUBDIRS):
+        return False
+    return path.startswith(_INTERNAL_DIRS) or ("importlib" in path and "<frozen" in filename)
+
+
+def capture_location(skip_internal: bool = True) -> SourceLocation | None:
+    """The first stack frame outside trnsim: where the user called us."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if not skip_internal or not (is_internal_file(fname) or fname.startswith("<frozen")):
+            code = linecache.getline(fname, frame.f_lineno).strip()
+            return SourceLocation(fname, frame.f_lineno, frame.f_code.co_name, code)
+        frame = frame.f_back
+    return None
+
+
+@dataclass(frozen=True)
+class Region:
+    """Bytes an operand touches, as a bounding box.
+
+    On-chip (sbuf/psum): partitions [partition_start, partition_start + partitions) and
+    bytes [byte_start, byte_end) inside each partition. HBM: absolute bytes
+    [byte_start, byte_end) of the chip's HBM address space (partitions = 1).
+    """
+
+    space: str
+    core: int
+    partition_start: int
+    partitions: int
+    byte_start: int
+    byte_end: int
+
+    def overlaps(self, other: Region) -> bool:
+        if self.space != other.space:
+            return False
+        if self.space != "hbm" and self.core != other.core:
+            return False
+        if self.byte_end <= other.byte_start or other.byte_end <= self.byte_start:
+            return False
+        p0, p1 = self.partition_start, self.partition_start + self.partitions
+        q0, q1 = other.partition_start, other.partition_start + other.partitions
+        return not (p1 <= q0 or q1 <= p0)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor argument of an instruction, as the timing model sees it."""
+
+    name: str
+    region: Region
+    dtype: str
+    shape: tuple[int, ...]
+    partitions: int  # partition count (1 for HBM)
+    elems_per_partition: int  # N of the cost formulas
+    nbytes: int  # bytes actually moved (elements x itemsize)
+    inner_stride_bytes: int  # stride of the innermost free dim, in bytes
+    contiguous_bytes: int  # longest contiguous run, in bytes (DMA descriptor size)
+    tensor_name: str = ""
+
+
+@dataclass
+class Instruction:
+    """One executed instruction, appended in program order. The timing model's input."""
+
+    index: int
+    opcode: str
+    engine: str
+    core: int
+    reads: tuple[Operand, ...]
+    writes: tuple[Operand, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    loc: SourceLocation | None = None
+    name: str = ""
+    # Loop context: ((loop_id, kind, iteration), ...) from outermost to innermost.
+    loops: tuple[tuple[int, str, int], ...] = ()
+    # Explicit extra dependencies (instruction indices), e.g. from depends_on/with_schedule.
+    deps: tuple[int, ...] = ()
+
+    @property
+    def operands(self) -> tuple[Operand, ...]:
+        return self.reads + self.writes

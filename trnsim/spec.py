@@ -1,0 +1,289 @@
+"""InstructionSpec: load isa/instructions/*.yaml and check an instruction's operands against it.
+
+The limit vocabulary is closed; each limit is implemented once here with one clear message.
+Knows chips, dtypes and memory layouts; knows nothing about semantics or time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import yaml
+
+from trnsim import dtypes as dt
+from trnsim.errors import ConstraintError, SpecError
+
+ACCESS = ("read", "write", "readwrite")
+KINDS = ("tensor", "scalar", "tensor_or_scalar", "value")
+SPACES = ("hbm", "sbuf", "psum")
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync", "dma")
+LIMITS = ("max_partitions", "same_partitions", "same_elems", "same_shape", "same_dtype",
+          "max_free", "dtypes", "not_dtypes", "per_partition", "max_psum_inputs", "quadrant",
+          "min_partitions", "max_rank")
+
+
+def isa_dir() -> str:
+    """Directory of the isa/ data (installed as the package trnsim._isa)."""
+    try:
+        import trnsim._isa as pkg
+
+        return os.path.dirname(os.path.abspath(pkg.__file__))
+    except ImportError:  # running from a source tree without install
+        here = os.path.dirname(os.path.abspath(__file__))
+        return os.path.join(os.path.dirname(here), "isa")
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    name: str
+    spaces: tuple[str, ...]
+    access: str = "read"
+    kind: str = "tensor"
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class InstructionSpec:
+    """One instruction's engines, operands, attribute domains and limits (from isa/)."""
+
+    name: str
+    engines: tuple[str, ...]
+    operands: Mapping[str, OperandSpec]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    limits: Mapping[str, Any] = field(default_factory=dict)
+    check: str | None = None
+    doc: str = ""
+    source: str = ""
+    family: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"{self.family}.yaml: {self.name}"
+        if not self.engines:
+            raise SpecError(f"{where}.engines: empty (known: {', '.join(ENGINES)})")
+        for e in self.engines:
+            if e not in ENGINES:
+                raise SpecError(f"{where}.engines: '{e}' is not an engine (known: {', '.join(ENGINES)})")
+        for key in self.limits:
+            if key not in LIMITS:
+                raise SpecError(f"{where}.limits.{key}: not a limit (known: {', '.join(LIMITS)})")
+        for op in self.operands.values():
+            if op.access not in ACCESS:
+                raise SpecError(f"{where}.operands.{op.name}.access: '{op.access}' (known: {ACCESS})")
+            if op.kind not in KINDS:
+                raise SpecError(f"{where}.operands.{op.name}.kind: '{op.kind}' (known: {KINDS})")
+            for s in op.spaces:
+                if s not in SPACES:
+                    raise SpecError(f"{where}.operands.{op.name}.spaces: '{s}' (known: {SPACES})")
+
+    def check_fn(self) -> Callable[..., None] | None:
+        if not self.check:
+            return None
+        mod, _, fn = self.check.partition(":")
+        try:
+            return getattr(importlib.import_module(mod), fn)
+        except (ImportError, AttributeError) as e:
+            raise SpecError(f"{self.family}.yaml: {self.name}.check: cannot import {self.check}") from e
+
+
+def _parse_record(family: str, name: str, rec: Any) -> InstructionSpec:
+    where = f"{family}.yaml: {name}"
+    if not isinstance(rec, dict):
+        raise SpecError(f"{where}: expected a mapping, got {type(rec).__name__}")
+    ops = {}
+    for oname, o in (rec.get("operands") or {}).items():
+        if not isinstance(o, dict):
+            raise SpecError(f"{where}.operands.{oname}: expected a mapping")
+        ops[oname] = OperandSpec(oname, tuple(o.get("spaces", ())), o.get("access", "read"),
+                                 o.get("kind", "tensor"), bool(o.get("optional", False)))
+    unknown = set(rec) - {"doc", "engines", "operands", "attrs", "limits", "check", "source", "cost"}
+    if unknown:
+        raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
+    return InstructionSpec(name=name, engines=tuple(rec.get("engines", ())), operands=ops,
+                           attrs=rec.get("attrs") or {}, limits=rec.get("limits") or {},
+                           check=rec.get("check"), doc=rec.get("doc", ""),
+                           source=rec.get("source", ""), family=family)
+
+
+@cache
+def instruction_specs() -> Mapping[str, InstructionSpec]:
+    """Every instruction record under isa/instructions/, by NKI name (immutable, cached)."""
+    root = os.path.join(isa_dir(), "instructions")
+    specs: dict[str, InstructionSpec] = {}
+    for fname in sorted(os.listdir(root)):
+        if not fname.endswith(".yaml"):
+            continue
+        family = fname[:-5]
+        with open(os.path.join(root, fname)) as f:
+            try:
+                data = yaml.safe_load(f) or {}
+            except yaml.YAMLError as e:
+                raise SpecError(f"{fname}: not valid YAML: {e}") from e
+        for name, rec in data.items():
+            if name in specs:
+                raise SpecError(f"{fname}: {name} is already defined in {specs[name].family}.yaml")
+            specs[name] = _parse_record(family, name, rec)
+    return specs
+
+
+@cache
+def engine_access() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
+    """Which memory spaces each engine may read and write (isa/engines.yaml)."""
+    with open(os.path.join(isa_dir(), "engines.yaml")) as f:
+        data = yaml.safe_load(f)
+    return {e: {"read": tuple(v["read"]), "write": tuple(v["write"])} for e, v in data.items()}
+
+
+# ---------------------------------------------------------------- checking
+
+
+def is_tensor(x: Any) -> bool:
+    return hasattr(x, "buffer") and hasattr(x, "layout")
+
+
+def fail(instr: str, message: str, allowed: str = "") -> None:
+    text = f"{instr}: {message}"
+    if allowed:
+        text += f"; {allowed}"
+    raise ConstraintError(text)
+
+
+def _limit_value(chip: Any, v: Any) -> int:
+    return int(chip.tile_size[v]) if isinstance(v, str) else int(v)
+
+
+def partitions_of(t: Any) -> int:
+    return t.shape[0] if t.buffer.on_chip and t.shape else 1
+
+
+def elems_of(t: Any) -> int:
+    n = 1
+    for s in t.shape[1:] if t.buffer.on_chip else t.shape:
+        n *= s
+    return n
+
+
+def start_partition(t: Any) -> int:
+    return t.region().partition_start
+
+
+def check_quadrant(instr: str, name: str, t: Any) -> None:
+    """Start-partition rule (nki-api.md §3.5): 0 if >64, 0/64 if 33-64, 0/32/64/96 if <=32."""
+    n = partitions_of(t)
+    start = start_partition(t)
+    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
+    if start not in allowed:
+        fail(instr, f"operand '{name}' spans {n} partitions starting at partition {start}",
+             f"an access of {n} partitions must start at partition "
+             f"{' or '.join(map(str, allowed))} (quadrant rule)")
+
+
+def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
+                      operands: Mapping[str, Any], attrs: Mapping[str, Any]) -> None:
+    """Check operands and attributes against the record; raise ConstraintError on a violation."""
+    instr = spec.name
+    if engine not in spec.engines:
+        fail(instr, f"cannot run on the {engine} engine", f"allowed engines: {', '.join(spec.engines)}")
+    access = engine_access()
+    tensors = {}
+    for name, ospec in spec.operands.items():
+        val = operands.get(name)
+        if val is None:
+            if not ospec.optional:
+                fail(instr, f"operand '{name}' is required")
+            continue
+        if is_tensor(val):
+            if ospec.kind in ("scalar", "value"):
+                fail(instr, f"operand '{name}' must be a compile-time scalar, got a tensor")
+            tensors[name] = val
+            space = val.buffer.space
+            if space not in ospec.spaces:
+                fail(instr, f"operand '{name}' is in {space}",
+                     f"allowed: {', '.join(ospec.spaces)}")
+            eng_ok = access[engine]["write" if ospec.access == "write" else "read"]
+            if space not in eng_ok:
+                verb = "write" if ospec.access == "write" else "read"
+                fail(instr, f"the {engine} engine cannot {verb} {space} (operand '{name}')",
+                     f"the {engine} engine {verb}s {', '.join(eng_ok)}")
+            if ospec.access == "readwrite" and space not in access[engine]["write"]:
+                fail(instr, f"the {engine} engine cannot write {space} (operand '{name}')")
+        elif ospec.kind == "tensor":
+            fail(instr, f"operand '{name}' must be a tensor, got {type(val).__name__} {val!r}")
+    for aname, domain in spec.attrs.items():
+        if isinstance(domain, dict) and "one_of" in domain and aname in attrs:
+            v = attrs[aname]
+            if v is not None and v not in domain["one_of"]:
+                fail(instr, f"{aname}={v!r} is not supported",
+                     f"allowed: {', '.join(map(str, domain['one_of']))}")
+    _check_limits(spec, chip, tensors)
+    fn = spec.check_fn()
+    if fn is not None:
+        fn(chip=chip, engine=engine, attrs=attrs, **operands)
+
+
+def _check_limits(spec: InstructionSpec, chip: Any, tensors: Mapping[str, Any]) -> None:
+    instr = spec.name
+    lim = spec.limits
+    on_chip = {n: t for n, t in tensors.items() if t.buffer.on_chip}
+    pmax = _limit_value(chip, lim.get("max_partitions", "pmax"))
+    for n, t in on_chip.items():
+        if partitions_of(t) > pmax:
+            fail(instr, f"operand '{n}' has partition dimension {partitions_of(t)}",
+                 f"at most {pmax} (pmax)")
+        if lim.get("quadrant", True):
+            check_quadrant(instr, n, t)
+    if "min_partitions" in lim:
+        for n, mn in lim["min_partitions"].items():
+            if n in on_chip and partitions_of(on_chip[n]) < mn:
+                fail(instr, f"operand '{n}' has {partitions_of(on_chip[n])} partitions",
+                     f"at least {mn}")
+    for group_key, fn, what in (("same_partitions", partitions_of, "partition count"),
+                                ("same_elems", elems_of, "elements per partition"),
+                                ("same_shape", lambda t: tuple(t.shape), "shape"),
+                                ("same_dtype", lambda t: t.dtype.name, "dtype")):
+        names = [n for n in lim.get(group_key, ()) if n in tensors]
+        vals = {n: fn(tensors[n]) for n in names}
+        if len(set(vals.values())) > 1:
+            got = ", ".join(f"{n}={v}" for n, v in vals.items())
+            fail(instr, f"operands must have the same {what}: got {got}")
+    for n, v in (lim.get("max_free") or {}).items():
+        if n in tensors:
+            mx = _limit_value(chip, v)
+            if elems_of(tensors[n]) > mx:
+                fail(instr, f"operand '{n}' has free size {elems_of(tensors[n])}",
+                     f"at most {mx}" + (f" ({v})" if isinstance(v, str) else ""))
+    for n, allowed in (lim.get("dtypes") or {}).items():
+        if n in tensors and tensors[n].dtype.name not in allowed:
+            fail(instr, f"operand '{n}' has dtype {tensors[n].dtype.name}",
+                 f"allowed: {', '.join(allowed)}")
+    for n, banned in (lim.get("not_dtypes") or {}).items():
+        if n in tensors and tensors[n].dtype.name in banned:
+            fail(instr, f"operand '{n}' has dtype {tensors[n].dtype.name}",
+                 f"not allowed: {', '.join(banned)}")
+    for n in lim.get("per_partition", ()):
+        if n in tensors:
+            t = tensors[n]
+            if elems_of(t) != 1:
+                fail(instr, f"operand '{n}' must be a scalar or a (P, 1) tensor, got shape "
+                     f"{tuple(t.shape)}")
+    if "max_psum_inputs" in lim:
+        reads = [n for n, t in tensors.items()
+                 if spec.operands[n].access != "write" and t.buffer.space == "psum"]
+        if len(reads) > lim["max_psum_inputs"]:
+            fail(instr, f"operands {', '.join(reads)} are all in psum",
+                 f"at most {lim['max_psum_inputs']} input may be in psum")
+    if "max_rank" in lim:
+        for n, r in lim["max_rank"].items():
+            if n in tensors and len(tensors[n].shape) > r:
+                fail(instr, f"operand '{n}' has {len(tensors[n].shape)} dimensions", f"at most {r}")
+
+
+def resolve_dtype(x: Any, what: str) -> dt.DType:
+    try:
+        return dt.resolve(x)
+    except (TypeError, KeyError, ValueError) as e:
+        raise ConstraintError(f"{what}: unknown dtype {x!r} (known: {', '.join(dt.ALL)})") from e

@@ -1,0 +1,1 @@
+"""Timing model: cycle-approximate scheduling of a program record. Knows nothing about values."""
