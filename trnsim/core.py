@@ -220,8 +220,10 @@ class Device:
     def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "") -> View:
         view = self.allocate_hbm(array.shape, dtype, name, poison=False)
         if self.values and view.size:
-            view.write_raw(np.ascontiguousarray(array).view(dtype.storage)
-                           if array.dtype.itemsize == dtype.itemsize and array.dtype != dtype.storage
-                           and dtype.kind == "packed" else dt.cast(array, dtype)
-                           if array.dtype != dtype.storage else array)
+            if dtype.kind == "packed":
+                view.write_raw(np.ascontiguousarray(array).view(dtype.storage))
+            elif array.dtype == dtype.storage and dtype.name != "tfloat32":
+                view.write_raw(array)
+            else:
+                view.write_raw(dt.cast(array, dtype))
         return view

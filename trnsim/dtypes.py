@@ -143,9 +143,9 @@ class FInfo:
         return self.tiny
 
 
-def _d(name: str, storage: object, kind: str, itemsize: int | None = None) -> DType:
+def _d(name: str, storage: object, kind: str) -> DType:
     st = np.dtype(storage)
-    return DType(name, st, itemsize or st.itemsize, kind)
+    return DType(name, st, st.itemsize, kind)
 
 
 float32 = _d("float32", np.float32, "float")
@@ -279,9 +279,7 @@ def to_float32(values: object) -> np.ndarray:
     """The engines' fp32 view of values (a new array): exact for every device float type,
     round-to-nearest-even for ints beyond 2^24 and for float64, bool -> 0/1."""
     a = np.asarray(values)
-    if _source_kind(a.dtype) == "int" and a.dtype.itemsize >= 4:
-        # via float64 (exact up to 2^53) so fp32 rounding happens once, to nearest even
-        return a.astype(np.float64).astype(np.float32)
+    _source_kind(a.dtype)  # rejects complex, object, ...
     with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs, float64 overflow
         return a.astype(np.float32)
 
@@ -313,7 +311,7 @@ def cast(values: object, dtype: object, *, saturate: bool = False) -> np.ndarray
     with np.errstate(invalid="ignore", over="ignore"):
         out = f.astype(d.storage)
     if d is float4_e2m1fn:
-        pass  # no NaN encoding; ml_dtypes would give a signed zero
+        out[np.isnan(f)] = 0  # no NaN encoding; ml_dtypes would give a signed zero
     return out
 
 
@@ -393,6 +391,8 @@ def unpack_x4(words: object, elem_dtype: object) -> np.ndarray:
     w = np.asarray(words)
     if w.dtype.kind not in "iu" or w.dtype.itemsize != p.itemsize:
         raise TypeError(f"unpack_x4: {p} words are {p.itemsize}-byte ints, got {w.dtype}")
+    if w.ndim == 0:
+        raise ValueError("unpack_x4: words must have at least one axis")
     w = w.view(p.storage)
     width = p.bits // 4
     shifts = (np.arange(4) * width).astype(p.storage)
@@ -418,9 +418,9 @@ def promote(a: object, b: object) -> DType:
         return x if x.is_float else y  # (float, int) -> the float type
     if x.kind == "bool" or y.kind == "bool":
         return y if x.kind == "bool" else x
-    (s, u) = (x, y) if x.kind == "int" else (y, x)
-    if s.kind == u.kind:
+    if x.kind == y.kind:
         return x if x.itemsize > y.itemsize else y
+    s, u = (x, y) if x.kind == "int" else (y, x)  # signed, unsigned
     if s.itemsize > u.itemsize:
         return s
     # widened to fit both ranges: (int8, uint8) -> int16, (int32, uint32) -> float32

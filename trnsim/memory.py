@@ -337,7 +337,7 @@ class View:
         """Store values (any numeric array broadcastable to the shape), cast to the dtype."""
         out = self.array()
         vals = np.asarray(values)
-        if vals.dtype != self.dtype.storage:
+        if vals.dtype != self.dtype.storage or self.dtype.name == "tfloat32":
             vals = dt.cast(vals, self.dtype)
         out[...] = np.broadcast_to(vals, out.shape) if vals.shape != out.shape else vals
 
