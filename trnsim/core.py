@@ -80,7 +80,7 @@ class NeuronCore:
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
                              "vector": np.zeros(parts, np.float32)}
-        # PSUM elements (fp32 words) that hold a matmul partial sum of an open group.
+        # PSUM fp32 words written since their allocation: nc_matmul(accumulate=None) adds there.
         self.psum_accumulating = np.zeros((chip.psum.partitions,
                                            chip.psum.bytes_per_partition // 4), dtype=bool)
         self.registers: dict[int, int] = {}
@@ -125,6 +125,17 @@ class NeuronCore:
         return view
 
     # ------------------------------------------------------------ instructions
+    def _mark_psum_written(self, spec: Any, tensors: Mapping[str, Any]) -> None:
+        """Any write to PSUM marks its fp32 words written: nc_matmul(accumulate=None) adds onto
+        written words and overwrites the rest; a fresh PSUM allocation clears them
+        (semantics/matmul.py)."""
+        from trnsim.semantics.matmul import psum_words
+
+        for k, v in tensors.items():
+            ospec = spec.operands.get(k)
+            if ospec is not None and ospec.access != "read" and v.buffer.space == "psum":
+                self.psum_accumulating[psum_words(v)] = True
+
     def issue(self, opcode: str, engine: str, operands: Mapping[str, Any],
               attrs: Mapping[str, Any], loc: SourceLocation | None = None, name: str = "",
               loops: tuple = (), deps: tuple[int, ...] = ()) -> Instruction:
@@ -140,8 +151,10 @@ class NeuronCore:
         for k, v in tensors.items():
             check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
         check_instruction(spec, self.chip, engine, operands, attrs)
-        if self.values:
+        if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
             fn(self, engine=engine, **operands, **attrs)
+            if self.values:
+                self._mark_psum_written(spec, tensors)
         reads, writes = [], []
         for k, v in tensors.items():
             ospec = spec.operands.get(k)

@@ -260,8 +260,11 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
     else:
         anchor = raw[lay.offset * isz:lay.offset * isz + isz]
         byte_strides = [s * isz for s in lay.strides]
-    typed = anchor.view(lay.dtype.storage)
-    return np.lib.stride_tricks.as_strided(typed, shape=lay.shape, strides=tuple(byte_strides))
+    # Stride the raw bits, then view: as_strided goes through __array_interface__, and numpy
+    # cannot parse ml_dtypes' float8_e5m2 typestr ('<f1').
+    bits = anchor.view(np.dtype(f"u{isz}")) if isz in (1, 2, 4, 8) else anchor
+    strided = np.lib.stride_tricks.as_strided(bits, shape=lay.shape, strides=tuple(byte_strides))
+    return strided.view(lay.dtype.storage)
 
 
 def region_of(buf: Buffer, lay: Layout) -> Region:

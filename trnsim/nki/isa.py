@@ -18,5 +18,6 @@ from trnsim.nki.isa_dma import *  # noqa: F403
 from trnsim.nki.isa_gpsimd import *  # noqa: F403
 from trnsim.nki.isa_misc import *  # noqa: F403
 from trnsim.nki.isa_scalar import *  # noqa: F403
+from trnsim.nki.isa_select import *  # noqa: F403
 from trnsim.nki.isa_tensor import *  # noqa: F403
 from trnsim.nki.isa_vector import *  # noqa: F403

@@ -1,16 +1,254 @@
-"""nki.isa wrappers for vector instructions: NKI's signature and docstring, then one `_issue` call."""
+"""nki.isa wrappers for Vector-engine arithmetic instructions (nki-api.md §7.3): NKI's GA
+signature and docstring, then one `_issue` call. Meanings live in trnsim.semantics.
+
+tensor_copy_dynamic_src/dst were removed from GA in 0.4.0, so they have no wrapper here
+(their semantics stay registered for the Beta-1/Beta-2 front ends).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from trnsim.nki._isa_base import _issue, engine
+from trnsim.errors import ConstraintError
+from trnsim.nki._isa_base import _issue, engine, reduce_cmd
+from trnsim.semantics._ops import op_name
+
+__all__ = [
+    "dropout",
+    "exponential",
+    "iota",
+    "memset",
+    "rand2",
+    "rand_get_state",
+    "rand_set_state",
+    "reciprocal",
+    "rng",
+    "scalar_tensor_tensor",
+    "set_rng_seed",
+    "tensor_copy",
+    "tensor_copy_predicated",
+    "tensor_reduce",
+    "tensor_scalar",
+    "tensor_scalar_cumulative",
+    "tensor_scalar_reduce",
+    "tensor_tensor",
+    "tensor_tensor_scan",
+]
 
 
-def tensor_tensor(dst: Any, data1: Any, data2: Any, op: Any, engine: engine = engine.unknown,
-                  name: str | None = None) -> None:
+def _op(op: Any) -> Any:
+    """The op's canonical name for the instruction record; a bad op passes through unchanged
+    so the instruction's check reports it at the user's line."""
+    try:
+        return op_name(op)
+    except ConstraintError:
+        return op
+
+
+def tensor_tensor(
+    dst: Any,
+    data1: Any,
+    data2: Any,
+    op: Any,
+    engine: engine = engine.unknown,
+    name: str | None = None,
+) -> None:
     """dst = data1 <op> data2, element-wise (Vector by default; GpSimd for exact int32)."""
-    _issue("tensor_tensor", engine, name=name, dst=dst, data1=data1, data2=data2, op=op)
+    _issue("tensor_tensor", engine, name=name, dst=dst, data1=data1, data2=data2, op=_op(op))
+
+
+def tensor_scalar(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    engine: engine = engine.unknown,
+    name: str | None = None,
+) -> None:
+    """dst = (data op0 operand0) op1 operand1 with scalar or (P, 1) operands."""
+    _issue(
+        "tensor_scalar",
+        engine,
+        name=name,
+        dst=dst,
+        data=data,
+        op0=_op(op0),
+        operand0=operand0,
+        reverse0=reverse0,
+        op1=_op(op1),
+        operand1=operand1,
+        reverse1=reverse1,
+    )
+
+
+def scalar_tensor_tensor(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_cmd: reduce_cmd = reduce_cmd.reset_reduce,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    name: str | None = None,
+) -> None:
+    """dst = (data op0 operand0) op1 operand1 (operand1 a full tile) on the Vector engine."""
+    _issue(
+        "scalar_tensor_tensor",
+        None,
+        name=name,
+        dst=dst,
+        data=data,
+        op0=_op(op0),
+        operand0=operand0,
+        op1=_op(op1),
+        operand1=operand1,
+        reverse0=reverse0,
+        reverse1=reverse1,
+        reduce_cmd=reduce_cmd,
+        reduce_op=None if reduce_op is Ellipsis else _op(reduce_op),
+        reduce_res=reduce_res,
+    )
+
+
+def tensor_tensor_scan(
+    dst: Any,
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: str | None = None,
+) -> None:
+    """Per partition r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial."""
+    _issue(
+        "tensor_tensor_scan",
+        None,
+        name=name,
+        dst=dst,
+        data0=data0,
+        data1=data1,
+        initial=initial,
+        op0=_op(op0),
+        op1=_op(op1),
+        reverse0=reverse0,
+        reverse1=reverse1,
+    )
+
+
+def tensor_reduce(
+    dst: Any,
+    op: Any,
+    data: Any,
+    axis: Any,
+    negate: bool = False,
+    keepdims: bool = False,
+    name: str | None = None,
+) -> None:
+    """Reduce the trailing free axes `axis` of data with op (Vector engine)."""
+    _issue(
+        "tensor_reduce",
+        None,
+        name=name,
+        dst=dst,
+        op=_op(op),
+        data=data,
+        axis=axis,
+        negate=negate,
+        keepdims=keepdims,
+    )
+
+
+def tensor_scalar_reduce(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: reduce_cmd = reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    name: str | None = None,
+) -> None:
+    """dst = data op0 operand0, reduced over the free axes into the Vector accumulators."""
+    _issue(
+        "tensor_scalar_reduce",
+        None,
+        name=name,
+        dst=dst,
+        data=data,
+        op0=_op(op0),
+        operand0=operand0,
+        reduce_op=_op(reduce_op),
+        reduce_res=reduce_res,
+        reverse0=reverse0,
+        reduce_cmd=reduce_cmd,
+        reduce_init=reduce_init,
+        reduce_res_negate=reduce_res_negate,
+    )
+
+
+def tensor_scalar_cumulative(
+    dst: Any,
+    src: Any,
+    op0: Any,
+    op1: Any,
+    imm0: Any,
+    imm1: Any = None,
+    reduce_cmd: reduce_cmd = reduce_cmd.reset_reduce,
+    name: str | None = None,
+) -> None:
+    """Per partition running scan reg = op1(op0(src[i], imm0), reg); dst[i] = reg."""
+    _issue(
+        "tensor_scalar_cumulative",
+        None,
+        name=name,
+        dst=dst,
+        src=src,
+        op0=_op(op0),
+        op1=_op(op1),
+        imm0=imm0,
+        imm1=imm1,
+        reduce_cmd=reduce_cmd,
+    )
+
+
+def tensor_copy(
+    dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None
+) -> None:
+    """Copy src to dst within SBUF/PSUM (bit-exact on Vector/GpSimd when dtypes match)."""
+    _issue("tensor_copy", engine, name=name, dst=dst, src=src)
+
+
+def tensor_copy_predicated(
+    dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: str | None = None
+) -> None:
+    """dst[i] = src[i] where predicate[i] is non-zero (zero with reverse_pred)."""
+    _issue(
+        "tensor_copy_predicated",
+        None,
+        name=name,
+        dst=dst,
+        src=src,
+        predicate=predicate,
+        reverse_pred=reverse_pred,
+    )
+
+
+def reciprocal(dst: Any, data: Any, name: str | None = None) -> None:
+    """dst = 1 / data in fp32 on the Vector engine."""
+    _issue("reciprocal", None, name=name, dst=dst, data=data)
 
 
 def memset(dst: Any, value: Any, engine: engine = engine.unknown, name: str | None = None) -> None:
@@ -18,6 +256,69 @@ def memset(dst: Any, value: Any, engine: engine = engine.unknown, name: str | No
     _issue("memset", engine, name=name, dst=dst, value=value)
 
 
-def tensor_copy(dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None) -> None:
-    """Copy src to dst within SBUF/PSUM (bit-exact on Vector/GpSimd when dtypes match)."""
-    _issue("tensor_copy", engine, name=name, dst=dst, src=src)
+def iota(
+    dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, name: str | None = None
+) -> None:
+    """dst = offset + p * channel_multiplier + affine pattern of the free indices (GpSimd)."""
+    _issue(
+        "iota",
+        None,
+        name=name,
+        dst=dst,
+        pattern=pattern,
+        offset=offset,
+        channel_multiplier=channel_multiplier,
+    )
+
+
+def exponential(
+    dst: Any,
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: reduce_cmd = reduce_cmd.idle,
+    reduce_init: Any = 0.0,
+    name: str | None = None,
+) -> None:
+    """dst = exp(src - max_value) on the Vector engine (NC-v4), optional running sum."""
+    _issue(
+        "exponential",
+        None,
+        name=name,
+        dst=dst,
+        src=src,
+        max_value=max_value,
+        reduce_res=reduce_res,
+        reduce_cmd=reduce_cmd,
+        reduce_init=reduce_init,
+    )
+
+
+def dropout(dst: Any, data: Any, prob: Any, name: str | None = None) -> None:
+    """Zero each element of data with probability prob (no rescaling)."""
+    _issue("dropout", None, name=name, dst=dst, data=data, prob=prob)
+
+
+def rng(dst: Any, engine: engine = engine.vector, name: str | None = None) -> None:
+    """32 random bits per element into an integer dst."""
+    _issue("rng", engine, name=name, dst=dst)
+
+
+def set_rng_seed(src_seeds: Any, name: str | None = None) -> None:
+    """Seed the Vector engine PRNG from a [1, 1] 32-bit tensor."""
+    _issue("set_rng_seed", None, name=name, src_seeds=src_seeds)
+
+
+def rand2(dst: Any, min: Any, max: Any, name: str | None = None) -> None:
+    """Uniform random values in [min, max] (NC-v4, Vector engine)."""
+    _issue("rand2", None, name=name, dst=dst, min=min, max=max)
+
+
+def rand_set_state(src_seeds: Any, engine: engine = engine.gpsimd, name: str | None = None) -> None:
+    """Load the engine's XORWOW PRNG states from a uint32 tensor (NC-v3+)."""
+    _issue("rand_set_state", engine, name=name, src_seeds=src_seeds)
+
+
+def rand_get_state(dst: Any, engine: engine = engine.gpsimd, name: str | None = None) -> None:
+    """Store the engine's XORWOW PRNG states into a uint32 tensor (NC-v3+)."""
+    _issue("rand_get_state", engine, name=name, dst=dst)

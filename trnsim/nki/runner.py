@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import itertools
 import os
 from collections.abc import Callable, Sequence
@@ -13,9 +14,10 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.core import Device
-from trnsim.errors import ConstraintError, KernelError, TrnsimError
+from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
-from trnsim.nki.tensor import NkiTensor
+from trnsim.nki.lnc import Programs
+from trnsim.nki.tensor import NkiTensor, check_ga_outputs
 from trnsim.program import Instruction, capture_location
 
 PLATFORM_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2",
@@ -153,19 +155,26 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         dev_args.append(_arg_to_device(device, a, f"arg{i}"))
     dev_kwargs = {k: _arg_to_device(device, v, k) for k, v in kwargs.items()}
     shared: dict[Any, Any] = {}
-    result = None
+    contexts = []
     for n, pid in enumerate(grid_points(grid)):
-        core = device.core(n % ncores)
-        ctx = KernelContext(device, core, pid, grid, generation)
+        ctx = KernelContext(device, device.core(n % ncores), pid, grid, generation)
         ctx.extra["shared_allocs"] = shared
         ctx.extra["shared_seq"] = 0
-        token = activate(ctx)
-        try:
-            result = kernel(*dev_args, **dev_kwargs)
-        except TrnsimError:
-            raise
-        finally:
-            deactivate(token)
+        contexts.append(ctx)
+    bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
+              for ctx in contexts]
+    if generation == "ga" and len(contexts) > 1:
+        # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
+        programs = Programs(len(contexts))
+        for ctx in contexts:
+            ctx.extra["lnc"] = programs
+        result = programs.run(bodies)[-1]
+    else:
+        result = None
+        for body in bodies:
+            result = body()
+    if generation == "ga":
+        check_ga_outputs(result, getattr(kernel, "__name__", ""))
     outputs = _result_to_host(result, like=_first_torch(args, kwargs))
     _update_inputs(host_args, dev_args, values)
     _update_inputs(list(kwargs.values()), list(dev_kwargs.values()), values)
@@ -175,6 +184,15 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if sink is not None:
         sink.append(run)
     return run
+
+
+def _run_program(ctx: KernelContext, kernel: Callable[..., Any], args: Sequence[Any],
+                 kwargs: dict[str, Any]) -> Any:
+    token = activate(ctx)
+    try:
+        return kernel(*args, **kwargs)
+    finally:
+        deactivate(token)
 
 
 def _first_torch(args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -1,47 +1,149 @@
 """NkiTensor: the user's handle on a tensor in HBM, SBUF or PSUM, with NKI's view methods.
 
-Views never copy: each one is a new Layout (offset, shape, strides in elements) on one Buffer.
+Views never copy: each is a new Layout (offset, shape, strides in elements) on one Buffer,
+plus, for runtime-indexed views, a `DynamicOffset` (see below). The layout algebra lives in
+trnsim.nki.views; this module adds the user-facing checks and the dynamic addressing.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.errors import ConstraintError, OutOfBoundsError
-from trnsim.memory import Layout, View, check_bounds
-from trnsim.program import capture_location
+from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
+from trnsim.memory import Buffer, Layout, View, check_bounds
+from trnsim.nki import views as vw
+from trnsim.nki.views import DynSlice, index_value
+from trnsim.program import Region, capture_location
+
+__all__ = ["DynSlice", "DynamicOffset", "NkiTensor", "as_dtype", "index_values"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
-class DynSlice:
-    """nl.ds(start, size): `size` elements from `start` (start may be a loop index)."""
+class DynamicOffset:
+    """The runtime part of a view's address: `NkiTensor.dynamic` (None for static views).
 
-    start: int
-    size: int
-    step: int = 1
+    The view's static Layout gives every element's storage position with each runtime
+    index taken as 0. The DynamicOffset adds, when an instruction executes, a term that
+    depends on values in memory (or in a register) at that moment (nki-api.md §4.2, §4.3):
+
+    kind "scalar"  from `.ap(scalar_offset=s, indirect_dim=k)` or `.select(dim, s)` with s a
+        tensor/register:  position(i) = static_position(i) + value(s) * multiplier.
+        `s` is a 1x1 SBUF/PSUM tensor (its one element) or a register; `dim` is None.
+    kind "vector"  from `.ap(vector_offset=v)` or `.vector_select(0, v)` (HBM only):
+        position(i) = static_position(i) + v[i[dim]] * multiplier; the static stride of
+        `dim` is 0, so view row w reads base row v[w]. `v` is a (P, 1) SBUF index tensor.
+    kind "indirect"  from `.indirect(index, num_elem)` (NC-v4 tensor indirection on compute
+        ops, on chip): view shape (P, num_elem); column i of every partition reads base free
+        element index[i % G, i // G] * multiplier, G = 16 (Vector/Scalar/GpSimd) or 32
+        (Tensor Engine; pass group=32 to `offsets`).
+
+    multiplier: storage elements per index unit (the stride of the indexed base dim).
+    bound: index values outside [0, bound) are out of bounds: an OutOfBoundsError, or under
+        dma_copy(oob_mode=skip) the affected rows are skipped (`NkiTensor.element_positions`
+        reports them in its `valid` mask).
+
+    Consumers rarely need this class directly: NkiTensor.read()/write()/write_raw()/
+    read_f32() gather and scatter through it, region() widens to the whole buffer (any
+    element may be touched), and element_positions() gives positions plus the valid mask.
+    """
+
+    kind: str
+    index: Any
+    multiplier: int
+    dim: int | None = None
+    bound: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("scalar", "vector", "indirect"):
+            raise ValueError(f"DynamicOffset.kind {self.kind!r}")
+
+    def offsets(self, group: int = 16) -> np.ndarray:
+        """Index values in use order: one value (scalar), one per row (vector) or column."""
+        vals = index_values(self.index)
+        if self.kind == "scalar":
+            return vals.reshape(-1)[:1]
+        if self.kind == "vector":
+            return vals.reshape(-1)
+        rows = vals.reshape(vals.shape[0], -1)
+        g = min(group, rows.shape[0])
+        n = rows.size
+        i = np.arange(n)
+        return rows[i % g, i // g]
+
+    def moved(self, dim: int | None) -> DynamicOffset:
+        return DynamicOffset(self.kind, self.index, self.multiplier, dim, self.bound)
 
 
-def _index_value(i: Any) -> int:
-    try:
-        return int(i)
-    except TypeError as e:
-        raise ConstraintError(f"index {i!r} is not an integer") from e
+def index_values(index: Any) -> np.ndarray:
+    """Current integer values of an index operand: a tensor (read now) or a register.
+
+    A register is any object with an int `value` attribute, or convertible with int().
+    """
+    if isinstance(index, View):
+        return np.asarray(
+            dt.to_float32(index.read()) if index.dtype.kind == "float" else index.read()
+        ).astype(np.int64)
+    v = getattr(index, "value", None)
+    if v is not None and not callable(v):
+        return np.asarray([int(v)], dtype=np.int64)
+    return np.asarray([int(index)], dtype=np.int64)
 
 
-class NkiTensor(View):
-    """A tensor view. Attributes as NKI: shape, dtype, strides, offset, buffer, ndim, name."""
+def _user_errors(fn: F) -> F:
+    """Attach the user's source line to KernelErrors raised by a view method."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KernelError as e:
+            raise e.with_loc(capture_location()) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Shape(tuple):
+    """A tensor shape: a tuple that also compares equal to a list (NKI docs compare both)."""
 
     __slots__ = ()
 
-    # ---------------------------------------------------------------- helpers
-    def _derive(self, layout: Layout, what: str = "view") -> NkiTensor:
-        try:
-            check_bounds(self.buffer, layout, what)
-        except OutOfBoundsError as e:
-            raise e.with_loc(capture_location()) from None
-        return type(self)(self.buffer, layout)
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, list):
+            other = tuple(other)
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    __hash__ = tuple.__hash__
+
+
+class NkiTensor(View):
+    """A tensor view. NKI attributes: shape, dtype, strides, offset, buffer, ndim, size, name.
+
+    `buffer` is the memory block (trnsim.memory.Buffer); it compares equal to NKI's buffer
+    markers (`t.buffer == nl.sbuf`) and is accepted wherever NKI takes a buffer.
+    """
+
+    __slots__ = ("dynamic",)
+
+    def __init__(self, buffer: Buffer, layout: Layout, dynamic: DynamicOffset | None = None):
+        super().__init__(buffer, layout)
+        self.dynamic = dynamic
+
+    # ---------------------------------------------------------------- attributes
+    @property
+    def shape(self) -> Shape:
+        return Shape(self.layout.shape)
 
     @property
     def on_chip(self) -> bool:
@@ -51,137 +153,559 @@ class NkiTensor(View):
     def memory_kind(self) -> str:
         return self.buffer.kind
 
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
     def __repr__(self) -> str:
-        return (f"NkiTensor({self.buffer.name or '?'}: {self.dtype}@{self.buffer.space}"
-                f"{list(self.shape)})")
+        dyn = f", dynamic {self.dynamic.kind}" if self.dynamic else ""
+        return (
+            f"NkiTensor({self.buffer.name or '?'}: {self.dtype}@{self.buffer.space}"
+            f"{list(self.shape)}{dyn})"
+        )
 
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
 
     def __bool__(self) -> bool:
-        raise ConstraintError("cannot evaluate the truth value of a tensor "
-                              "(control flow cannot depend on tensor values)")
+        # NKI's doc examples `assert nl.equal(a, b)` run in AWS's CPU simulator: a tile is
+        # true when every element is non-zero. (On hardware, control flow cannot depend on
+        # tensor values; trnsim only evaluates values here, it records no instruction.)
+        return bool(np.all(self.read_f32() != 0))
+
+    def _derive(
+        self, layout: Layout, dynamic: DynamicOffset | None = None, what: str = "view"
+    ) -> NkiTensor:
+        check_bounds(self.buffer, layout, what)
+        return type(self)(self.buffer, layout, dynamic)
+
+    def _elems_per_partition(self, dtype: dt.DType | None = None) -> int | None:
+        return self.buffer.elems_per_partition(dtype or self.dtype) if self.on_chip else None
+
+    def _dyn_dim(self) -> int | None:
+        return self.dynamic.dim if self.dynamic is not None else None
+
+    def _moved_dynamic(self, kept: list[int]) -> DynamicOffset | None:
+        """The dynamic descriptor after a view whose result dims came from source dims `kept`."""
+        dyn = self.dynamic
+        if dyn is None or dyn.dim is None:
+            return dyn
+        if dyn.dim not in kept:
+            raise ConstraintError(
+                f"tensor '{self.name}': dimension {dyn.dim} takes part in "
+                f"the indirection ({dyn.kind} offset) and cannot be removed"
+            )
+        return dyn.moved(kept.index(dyn.dim))
+
+    def _check_not_indirect_dim(self, d: int, op: str) -> None:
+        if self.dynamic is not None and self.dynamic.dim == d:
+            raise ConstraintError(
+                f"{op} of '{self.name}': dimension {d} takes part in the "
+                f"indirection ({self.dynamic.kind} offset) and cannot be "
+                "changed"
+            )
+
+    def _check_free_dim(self, d: int, op: str) -> None:
+        if d == 0 and (self.on_chip or self._dyn_dim() == 0):
+            where = "on-chip tensors" if self.on_chip else "indirect views"
+            raise ConstraintError(
+                f"{op} of '{self.name}': dimension 0 is the partition "
+                f"dimension; {where} cannot {op} it"
+            )
 
     # ---------------------------------------------------------------- indexing
+    @_user_errors
     def __getitem__(self, key: Any) -> NkiTensor:
-        return self._derive(index_layout(self.layout, key, self.on_chip, self.name), "index")
+        key_list = vw.normalize_key(key, self.ndim)
+        dyn_dims = [d for d, k in enumerate(key_list) if _is_index_tensor(k)]
+        if dyn_dims:
+            return self._getitem_dynamic(key_list, dyn_dims)
+        for d, k in enumerate(key_list):
+            if self._dyn_dim() == d and not (isinstance(k, slice) and k == slice(None)):
+                self._check_not_indirect_dim(d, "indexing")
+        lay, kept = vw.index_layout(self.layout, tuple(key_list), self.on_chip, self.name)
+        return self._derive(lay, self._moved_dynamic(kept), "index")
 
+    def _getitem_dynamic(self, key: list[Any], dyn_dims: list[int]) -> NkiTensor:
+        if len(dyn_dims) > 1:
+            raise ConstraintError(
+                f"tensor '{self.name}': at most one dynamic index per view, "
+                f"got tensors on dimensions {dyn_dims}"
+            )
+        d = dyn_dims[0]
+        idx = key[d]
+        static = list(key)
+        static[d] = slice(None)
+        t = (
+            self[tuple(static)]
+            if any(not (isinstance(k, slice) and k == slice(None)) for k in static)
+            else self
+        )
+        # dims before d may have been dropped by int indices
+        d2 = d - sum(1 for k in key[:d] if not isinstance(k, (slice, DynSlice)))
+        if idx.size == 1:
+            return t.select(d2, idx)
+        return t.vector_select(d2, idx)
+
+    @_user_errors
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
+        """Elements start..end-1 (step `step`) of dimension `dim`."""
+        d = vw._dim(dim, self.ndim, "slice: dimension")
+        self._check_not_indirect_dim(d, "slice")
+        start, end, step = index_value(start), index_value(end), index_value(step)
+        lay = vw.slice_dim(self.layout, d, start, end, step, self.name)
+        return self._derive(lay, self.dynamic, "slice")
+
+    @_user_errors
+    def select(self, dim: int, index: Any) -> NkiTensor:
+        """Element `index` of dimension `dim`, the dimension removed; a tensor index is dynamic."""
+        d = vw._dim(dim, self.ndim, "select: dimension")
+        if _is_index_tensor(index) or (
+            not isinstance(index, (int, np.integer)) and hasattr(index, "value")
+        ):
+            return self._select_dynamic(d, index)
+        self._check_not_indirect_dim(d, "select")
+        if d == 0 and self.on_chip:
+            raise ConstraintError(
+                f"select of '{self.name}': dimension 0 is the partition "
+                "dimension of an on-chip tensor; use slice(0, i, i + 1)"
+            )
+        lay = vw.select_dim(self.layout, d, index_value(index), self.name)
+        kept = [k for k in range(self.ndim) if k != d]
+        return self._derive(lay, self._moved_dynamic(kept), "select")
+
+    def _select_dynamic(self, d: int, index: Any) -> NkiTensor:
+        if self.dynamic is not None:
+            raise ConstraintError(
+                f"select of '{self.name}': the view is already indirect; only "
+                "one dynamic select per tensor"
+            )
+        if d == 0 and self.on_chip:
+            raise ConstraintError(
+                f"select of '{self.name}': a dynamic select cannot index the "
+                "partition dimension (0) of an on-chip tensor"
+            )
+        _check_index_tensor(index, "select", scalar=True)
+        lay = vw.select_dim(self.layout, d, 0, self.name)
+        dyn = DynamicOffset("scalar", index, self.layout.strides[d], None, self.shape[d])
+        return self._derive(lay, dyn, "select")
+
+    @_user_errors
+    def vector_select(self, dim: int = 0, vector_offset: Any = None) -> NkiTensor:
+        """Per-partition row gather: view row w reads row vector_offset[w] of dim 0 (HBM)."""
+        d = vw._dim(dim, self.ndim, "vector_select: dimension")
+        if d != 0:
+            raise ConstraintError(f"vector_select of '{self.name}': dim must be 0, got {d}")
+        if self.on_chip:
+            raise ConstraintError(
+                f"vector_select of '{self.name}': only HBM tensors can be "
+                f"indexed by a vector of offsets (tensor is in "
+                f"{self.buffer.space})"
+            )
+        if self.dynamic is not None:
+            raise ConstraintError(
+                f"vector_select of '{self.name}': the view is already "
+                "indirect; only one dynamic select per tensor"
+            )
+        _check_index_tensor(vector_offset, "vector_select", scalar=False)
+        n = vector_offset.shape[0]
+        lay = Layout(self.dtype, self.offset, (n, *self.shape[1:]), (0, *self.strides[1:]))
+        dyn = DynamicOffset("vector", vector_offset, self.strides[0], 0, self.shape[0])
+        return self._derive(lay, dyn, "vector_select")
+
+    # ---------------------------------------------------------------- shape views
+    @_user_errors
+    def permute(self, dims: Any) -> NkiTensor:
+        """Reorder dimensions; on chip dims[0] must stay 0."""
+        dims = vw.check_permutation(dims, self.ndim)
+        if (self.on_chip or self._dyn_dim() == 0) and dims and dims[0] != 0:
+            raise ConstraintError(
+                f"permute of '{self.name}': dims[0] must be 0 (the partition "
+                f"dimension stays outermost), got {dims}"
+            )
+        return self._derive(
+            vw.permute(self.layout, dims), self._moved_dynamic(list(dims)), "permute"
+        )
+
+    @_user_errors
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        """Repeat a size-1 dimension `size` times (stride 0)."""
+        d = vw._dim(dim, self.ndim, "broadcast: dimension")
+        self._check_free_dim(d, "broadcast")
+        return self._derive(
+            vw.broadcast(self.layout, d, index_value(size), self.name), self.dynamic, "broadcast"
+        )
+
+    @_user_errors
+    def expand_dim(self, dim: int) -> NkiTensor:
+        """Insert a size-1 dimension at position `dim`."""
+        d = vw._dim(dim, self.ndim, "expand_dim: dimension", allow_end=True)
+        self._check_free_dim(d, "expand_dim")
+        kept = [*list(range(d)), -1, *list(range(d, self.ndim))]
+        return self._derive(vw.expand_dim(self.layout, d), self._moved_dynamic(kept), "expand_dim")
+
+    @_user_errors
+    def squeeze_dim(self, dim: int) -> NkiTensor:
+        """Remove a size-1 dimension."""
+        d = vw._dim(dim, self.ndim, "squeeze_dim: dimension")
+        self._check_free_dim(d, "squeeze_dim")
+        self._check_not_indirect_dim(d, "squeeze_dim")
+        kept = [k for k in range(self.ndim) if k != d]
+        return self._derive(
+            vw.squeeze_dim(self.layout, d, self.name), self._moved_dynamic(kept), "squeeze_dim"
+        )
+
+    @_user_errors
+    def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
+        """Split dimension `dim` into `shape` (one -1 allowed)."""
+        d = vw._dim(dim, self.ndim, "reshape_dim: dimension")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if len(shape) != 1:
+            self._check_free_dim(d, "reshape_dim")
+            self._check_not_indirect_dim(d, "reshape_dim")
+        lay = vw.reshape_dim(self.layout, d, shape, self.name)
+        kept = list(range(d)) + [d] + [-1] * (len(shape) - 1) + list(range(d + 1, self.ndim))
+        return self._derive(lay, self._moved_dynamic(kept), "reshape_dim")
+
+    @_user_errors
+    def flatten_dims(self, start_dim: int, end_dim: int) -> NkiTensor:
+        """Merge dimensions start_dim..end_dim (inclusive); they must be contiguous."""
+        s = vw._dim(start_dim, self.ndim, "flatten_dims: start dimension")
+        e = vw._dim(end_dim, self.ndim, "flatten_dims: end dimension")
+        self._check_free_dim(s, "flatten_dims")
+        for k in range(s, e + 1):
+            self._check_not_indirect_dim(k, "flatten_dims")
+        lay = vw.flatten_dims(self.layout, s, e, self.name)
+        kept = [*list(range(s)), s, *list(range(e + 1, self.ndim))]
+        return self._derive(lay, self._moved_dynamic(kept), "flatten_dims")
+
+    @_user_errors
     def reshape(self, shape: Any, *more: int) -> NkiTensor:
+        """Same elements, new shape (row-major order); the partition size stays on chip."""
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *more)
-        return self._derive(reshape_layout(self.layout, shape, self.on_chip, self.name), "reshape")
+        dd = self._dyn_dim()
+        if dd is not None:
+            if dd != 0 or not shape or index_value(shape[0]) != self.shape[0]:
+                raise ConstraintError(
+                    f"reshape of '{self.name}': an indirect view must keep "
+                    f"its indirect dimension 0 ({self.shape[0]})"
+                )
+            head = Layout(self.dtype, self.offset, self.shape[1:], self.strides[1:])
+            sub = vw.reshape(head, shape[1:], False, self.name)
+            lay = Layout(
+                self.dtype,
+                self.offset,
+                (self.shape[0], *sub.shape),
+                (self.strides[0], *sub.strides),
+            )
+            return self._derive(lay, self.dynamic, "reshape")
+        return self._derive(
+            vw.reshape(self.layout, shape, self.on_chip, self.name), self.dynamic, "reshape"
+        )
 
+    @_user_errors
+    def rearrange(
+        self, src_pattern: Any, dst_pattern: Any, fixed_sizes: dict[str, int] | None = None
+    ) -> NkiTensor:
+        """einops-style split / reorder / merge of dimensions.
 
-def _normalize_key(key: Any, ndim: int) -> list[Any]:
-    key = list(key) if isinstance(key, tuple) else [key]
-    n_ell = sum(1 for k in key if k is Ellipsis)
-    if n_ell > 1:
-        raise ConstraintError("an index can have only one '...'")
-    if n_ell:
-        i = key.index(Ellipsis)
-        fill = ndim - (len(key) - 1)
-        key = key[:i] + [slice(None)] * fill + key[i + 1:]
-    if len(key) > ndim:
-        raise ConstraintError(f"too many indices ({len(key)}) for a {ndim}-D tensor")
-    return key + [slice(None)] * (ndim - len(key))
+        t.rearrange(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4}) splits dim 1 into (h, w)
+        and swaps them; string patterns ('b (h w)') work too.
+        """
+        src, dst = vw.parse_pattern(src_pattern), vw.parse_pattern(dst_pattern)
+        if len(src) != self.ndim:
+            raise ConstraintError(
+                f"rearrange of '{self.name}': source pattern {src} has "
+                f"{len(src)} dimensions, the tensor has {self.ndim}"
+            )
+        fixed = dict(fixed_sizes or {})
+        src_atoms, dst_atoms = vw.atoms(src), vw.atoms(dst)
+        if sorted(src_atoms) != sorted(dst_atoms):
+            raise ConstraintError(f"rearrange: names {dst_atoms} do not match {src_atoms}")
+        t = self
+        pos = 0
+        for e in src:
+            if isinstance(e, tuple):
+                sizes = tuple(index_value(fixed.get(n, -1)) for n in e)
+                t = t.reshape_dim(pos, sizes)
+                pos += len(e)
+            else:
+                pos += 1
+        t = t.permute(tuple(src_atoms.index(n) for n in dst_atoms))
+        pos = 0
+        for e in dst:
+            if isinstance(e, tuple):
+                if len(e) > 1:
+                    t = t.flatten_dims(pos, pos + len(e) - 1)
+                pos += 1
+            else:
+                pos += 1
+        return t
 
+    @_user_errors
+    def view(self, dtype: Any) -> NkiTensor:
+        """Reinterpret the bits as `dtype`; the last dimension scales by the size ratio."""
+        new = as_dtype(dtype)
+        if self.dynamic is not None:
+            raise ConstraintError(f"view of '{self.name}': not supported on an indirect view")
+        if self.on_chip and self.buffer.nbytes % new.itemsize:
+            raise ConstraintError(
+                f"view of '{self.name}' as {new.name}: {self.buffer.nbytes} "
+                f"bytes per partition is not a multiple of {new.itemsize}"
+            )
+        lay = vw.view_dtype(self.layout, new, self._elems_per_partition(), self.name)
+        return self._derive(lay, None, "view")
 
-def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> Layout:
-    """Basic indexing (ints, slices with step, ..., nl.ds) of a layout, NKI rules for ints."""
-    key = _normalize_key(key, len(lay.shape))
-    offset = lay.offset
-    shape: list[int] = []
-    strides: list[int] = []
-    int_dims: list[int] = []
-    for d, (k, n, s) in enumerate(zip(key, lay.shape, lay.strides, strict=True)):
-        if isinstance(k, DynSlice):
-            start, size, step = _index_value(k.start), _index_value(k.size), k.step
-            if start < 0 or start + (size - 1) * step >= n or size < 0:
-                raise OutOfBoundsError(
-                    f"tensor '{name}' dimension {d}: index range [{start}, "
-                    f"{start + (size - 1) * step}] exceeds dimension size {n}")
-            offset += start * s
-            shape.append(size)
-            strides.append(s * step)
-        elif isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            if k.start is not None and not -n <= _index_value(k.start) <= n:
-                raise OutOfBoundsError(f"tensor '{name}' dimension {d}: slice start {k.start} "
-                                       f"is outside a dimension of size {n}")
-            if k.stop is not None and _index_value(k.stop) > n:
-                raise OutOfBoundsError(f"tensor '{name}' dimension {d}: slice stop {k.stop} "
-                                       f"exceeds dimension size {n}")
-            count = len(range(start, stop, step))
-            offset += start * s if count else 0
-            shape.append(count)
-            strides.append(s * step)
+    reinterpret_cast = view
+
+    def astype(self, dtype: Any) -> NkiTensor:
+        """Alias of view(dtype) for same-size dtypes (B1 spelling)."""
+        return self.view(dtype)
+
+    # ---------------------------------------------------------------- access patterns
+    def get_pattern(self) -> list[list[int]]:
+        """The view's access pattern as [[stride, count], ...], outermost first."""
+        return [[int(s), int(n)] for n, s in zip(self.shape, self.strides, strict=True)]
+
+    def is_contiguous(self) -> bool:
+        return vw.is_contiguous(self.layout)
+
+    def is_indirect(self) -> bool:
+        return self.dynamic is not None
+
+    @_user_errors
+    def ap(
+        self,
+        pattern: Any,
+        offset: int | None = None,
+        scalar_offset: Any = None,
+        vector_offset: Any = None,
+        indirect_dim: int = 0,
+        dtype: Any = None,
+    ) -> NkiTensor:
+        """Explicit access pattern [[step, count], ...] over the tensor's flattened storage.
+
+        Ignores this view's shape and strides; `offset=None` keeps its offset. On chip the
+        first pair is the partition pair and its step must be the storage's elements per
+        partition. `dtype` reinterprets the storage (counts, steps, offset in its units).
+        """
+        new = as_dtype(dtype) if dtype is not None else self.dtype
+        ratio = (self.dtype.itemsize, new.itemsize)
+        try:
+            pairs = [(index_value(p[0]), index_value(p[1])) for p in pattern]
+        except (TypeError, IndexError) as e:
+            raise ConstraintError(
+                f"ap of '{self.name}': pattern {pattern!r} must be a list of [step, count] pairs"
+            ) from e
+        if not pairs:
+            raise ConstraintError(f"ap of '{self.name}': empty pattern")
+        if offset is None:
+            off_bytes = self.offset * ratio[0]
+            if off_bytes % ratio[1]:
+                raise ConstraintError(
+                    f"ap of '{self.name}': offset {self.offset} is not a "
+                    f"whole number of {new.name} elements"
+                )
+            off = off_bytes // ratio[1]
         else:
-            i = _index_value(k)
-            if i < 0:
-                i += n
-            if not 0 <= i < n:
-                raise OutOfBoundsError(f"tensor '{name}' dimension {d}: index {k} is out of "
-                                       f"range for size {n}")
-            offset += i * s
-            int_dims.append(len(shape))
-            shape.append(1)
-            strides.append(s)
-    # On chip: an int on dim 0 keeps a size-1 partition dim; ints on free dims drop them
-    # unless the result would fall below 2-D. In HBM ints drop dims (result at least 1-D).
-    drop = [d for d in int_dims if not (on_chip and d == 0)]
-    keep_min = 2 if on_chip else 1
-    while drop and len(shape) - len(drop) < keep_min:
-        drop.pop()  # keep the last int dims as size 1
-    shape_out = [n for d, n in enumerate(shape) if d not in drop]
-    strides_out = [s for d, s in enumerate(strides) if d not in drop]
-    return Layout(lay.dtype, offset, tuple(shape_out), tuple(strides_out))
+            off = index_value(offset, "ap offset")
+        if self.on_chip:
+            if self.buffer.nbytes % new.itemsize:
+                raise ConstraintError(
+                    f"ap of '{self.name}': {self.buffer.nbytes} bytes per "
+                    f"partition is not a multiple of {new.itemsize}"
+                )
+            f = self.buffer.nbytes // new.itemsize
+            if pairs[0][1] > 1 and pairs[0][0] != f:
+                raise ConstraintError(
+                    f"ap of '{self.name}': the partition step is {pairs[0][0]}; on chip the "
+                    f"first [step, count] pair walks partitions and its step must be the "
+                    f"storage's {f} elements per partition"
+                )
+        shape = tuple(n for _, n in pairs)
+        strides = [s for s, _ in pairs]
+        dyn = self._ap_dynamic(scalar_offset, vector_offset, indirect_dim, ratio)
+        if dyn is not None and dyn.kind == "vector":
+            strides[0] = 0
+        lay = Layout(new, off, shape, tuple(strides))
+        return self._derive(lay, dyn, "ap")
+
+    def _ap_dynamic(
+        self, scalar_offset: Any, vector_offset: Any, indirect_dim: int, ratio: tuple[int, int]
+    ) -> DynamicOffset | None:
+        if scalar_offset is None and vector_offset is None:
+            return None
+        if scalar_offset is not None and vector_offset is not None:
+            raise ConstraintError(
+                f"ap of '{self.name}': scalar_offset and vector_offset are mutually exclusive"
+            )
+        if self.dynamic is not None:
+            raise ConstraintError(f"ap of '{self.name}': the view is already indirect")
+        k = vw._dim(indirect_dim, self.ndim, "ap: indirect_dim")
+        mult_bytes = self.strides[k] * ratio[0]
+        if mult_bytes % ratio[1]:
+            raise ConstraintError(
+                f"ap of '{self.name}': the stride of dimension {k} is not a "
+                "whole number of elements of the new dtype"
+            )
+        mult = mult_bytes // ratio[1]
+        if vector_offset is not None:
+            if self.on_chip:
+                raise ConstraintError(
+                    f"ap of '{self.name}': vector_offset needs an HBM tensor "
+                    f"(DMA gather/scatter); tensor is in {self.buffer.space}"
+                )
+            if k != 0:
+                raise ConstraintError(
+                    f"ap of '{self.name}': vector_offset works only with indirect_dim=0, got {k}"
+                )
+            _check_index_tensor(vector_offset, "ap vector_offset", scalar=False)
+            return DynamicOffset("vector", vector_offset, mult, 0, self.shape[0])
+        if isinstance(scalar_offset, View):
+            _check_index_tensor(scalar_offset, "ap scalar_offset", scalar=True)
+        return DynamicOffset("scalar", scalar_offset, mult, None, self.shape[k])
+
+    @_user_errors
+    def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:
+        """Tensor indirection (NC-v4): view (P, num_elem) reading free offsets from `index`."""
+        if not self.on_chip:
+            raise ConstraintError(
+                f"indirect of '{self.name}': tensor indirection works on "
+                f"SBUF/PSUM tensors, not {self.buffer.space}"
+            )
+        if self.dynamic is not None:
+            raise ConstraintError(f"indirect of '{self.name}': the view is already indirect")
+        if not isinstance(index, View) or not index.buffer.on_chip:
+            raise ConstraintError(
+                f"indirect of '{self.name}': index must be an SBUF tensor, got "
+                f"{type(index).__name__}"
+            )
+        if index.dtype.kind not in ("int", "uint"):
+            raise ConstraintError(
+                f"indirect of '{self.name}': index dtype {index.dtype.name}; "
+                "offsets must be integers"
+            )
+        n = index.size if num_elem is None else index_value(num_elem)
+        free = self.shape[1:]
+        free_strides = self.strides[1:]
+        if not vw.dims_mergeable(free, free_strides):
+            raise ConstraintError(
+                f"indirect of '{self.name}': the free dimensions must be contiguous"
+            )
+        inner = next(
+            (s for k, s in reversed(list(zip(free, free_strides, strict=True))) if k != 1), 1
+        )
+        lay = Layout(self.dtype, self.offset, (self.shape[0], n), (self.strides[0], 0))
+        dyn = DynamicOffset("indirect", index, inner, 1, math.prod(free))
+        return self._derive(lay, dyn, "indirect")
+
+    # ---------------------------------------------------------------- dynamic data access
+    def element_positions(self, group: int = 16) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, valid): storage positions of every element (int64, the view's shape)
+        and whether its runtime index is in bounds. For static views all are valid."""
+        lay = self.layout
+        pos = np.full(lay.shape, lay.offset, dtype=np.int64)
+        for k, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
+            pos += (np.arange(n, dtype=np.int64) * s).reshape(_axis_shape(len(lay.shape), k, n))
+        valid = np.ones(lay.shape, dtype=bool)
+        dyn = self.dynamic
+        if dyn is None:
+            return pos, valid
+        offs = dyn.offsets(group)
+        ok = (offs >= 0) & (offs < dyn.bound) if dyn.bound is not None else np.ones_like(offs, bool)
+        if dyn.kind == "scalar":
+            pos += offs[0] * dyn.multiplier
+            valid &= bool(ok[0])
+            return pos, valid
+        d = dyn.dim
+        n = lay.shape[d]
+        if offs.size < n:
+            raise OutOfBoundsError(
+                f"tensor '{self.name}': {dyn.kind} offset tensor has "
+                f"{offs.size} values, the view needs {n}"
+            )
+        shape = _axis_shape(len(lay.shape), d, n)
+        pos += (offs[:n] * dyn.multiplier).reshape(shape)
+        valid &= ok[:n].reshape(shape)
+        return pos, valid
+
+    def _typed_storage(self) -> np.ndarray:
+        raw = self.buffer.raw()
+        return raw.view(self.dtype.storage)
+
+    def _locate(self, group: int = 16) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+        pos, valid = self.element_positions(group)
+        typed = self._typed_storage()
+        total = typed.size
+        in_range = (pos >= 0) & (pos < total)
+        if not np.all(valid & in_range):
+            bad = np.argwhere(~(valid & in_range))[0]
+            dyn = self.dynamic
+            raise OutOfBoundsError(
+                f"tensor '{self.name}': runtime index out of bounds at element {tuple(bad)}: "
+                f"the {dyn.kind if dyn else 'static'} offset reaches outside the "
+                f"{self.buffer.space} tensor"
+                + (f" (valid indices [0, {dyn.bound}))" if dyn is not None and dyn.bound else "")
+            )
+        if self.on_chip:
+            f = typed.shape[1]
+            return tuple(np.divmod(pos, f)), valid
+        return (pos,), valid
+
+    def array(self) -> np.ndarray:
+        if self.dynamic is None:
+            return super().array()
+        idx, _ = self._locate()
+        return self._typed_storage()[idx]
+
+    def write(self, values: Any) -> None:
+        if self.dynamic is None:
+            super().write(values)
+            return
+        vals = np.asarray(values)
+        if vals.dtype != self.dtype.storage:
+            vals = dt.cast(vals, self.dtype)
+        self.write_raw(np.broadcast_to(vals, self.shape))
+
+    def write_raw(self, values: np.ndarray) -> None:
+        if self.dynamic is None:
+            super().write_raw(values)
+            return
+        idx, _ = self._locate()
+        self._typed_storage()[idx] = np.broadcast_to(values, self.shape)
+
+    def region(self) -> Region:
+        if self.dynamic is None:
+            return super().region()
+        # Any element of the buffer may be touched: the whole buffer is the dependency unit.
+        b = self.buffer
+        core = -1 if b.core is None else b.core
+        return Region(
+            b.space, core, b.partition_start, b.partitions, b.byte_start, b.byte_start + b.nbytes
+        )
 
 
-def reshape_layout(lay: Layout, shape: tuple[int, ...], on_chip: bool, name: str = "") -> Layout:
-    """Reshape a contiguous run of dims (row-major); the partition dim stays on chip."""
-    shape = tuple(int(s) for s in shape)
-    if shape.count(-1) > 1:
-        raise ConstraintError(f"reshape of '{name}': at most one -1 allowed, got {shape}")
-    total = lay.size
-    if -1 in shape:
-        rest = 1
-        for s in shape:
-            if s != -1:
-                rest *= s
-        shape = tuple(total // rest if s == -1 else s for s in shape)
-    new_total = 1
-    for s in shape:
-        new_total *= s
-    if new_total != total:
-        raise ConstraintError(f"reshape of '{name}': cannot reshape {list(lay.shape)} "
-                              f"({total} elements) into {list(shape)} ({new_total} elements)")
-    if on_chip and (not shape or shape[0] != lay.shape[0]):
-        raise ConstraintError(f"reshape of '{name}': the partition dimension must stay "
-                              f"{lay.shape[0]} on chip, got {list(shape)}")
-    if on_chip:
-        head = Layout(lay.dtype, lay.offset, lay.shape[1:], lay.strides[1:])
-        sub = _reshape_free(head, shape[1:], name)
-        return Layout(lay.dtype, lay.offset, shape, (lay.strides[0], *sub))
-    return Layout(lay.dtype, lay.offset, shape, _reshape_free(lay, shape, name))
+def _axis_shape(ndim: int, k: int, n: int) -> tuple[int, ...]:
+    return tuple(n if i == k else 1 for i in range(ndim))
 
 
-def _reshape_free(lay: Layout, shape: tuple[int, ...], name: str) -> tuple[int, ...]:
-    dims = [(n, s) for n, s in zip(lay.shape, lay.strides, strict=True) if n != 1]
-    # Contiguous (row-major over the dims that matter) is required for a view reshape.
-    for (n0, s0), (_, s1) in zip(dims, dims[1:], strict=False):
-        if s0 != n0 * s1 and not (n0 == 1):
-            pass
-    ok = all(dims[i][1] == dims[i + 1][0] * dims[i + 1][1] for i in range(len(dims) - 1))
-    if not ok:
-        raise ConstraintError(f"reshape of '{name}': the view is not contiguous "
-                              f"(shape {list(lay.shape)}, strides {list(lay.strides)}); "
-                              "reshape needs a row-major contiguous layout")
-    inner = dims[-1][1] if dims else 1
-    out = []
-    acc = inner
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return tuple(reversed(out))
+def _is_index_tensor(x: Any) -> bool:
+    return isinstance(x, View)
+
+
+def _check_index_tensor(t: Any, op: str, scalar: bool) -> None:
+    if not isinstance(t, View):
+        raise ConstraintError(f"{op}: the index must be a tensor, got {type(t).__name__} {t!r}")
+    if not t.buffer.on_chip:
+        raise ConstraintError(
+            f"{op}: the index tensor must be in SBUF or PSUM, got {t.buffer.space}"
+        )
+    if scalar and t.size != 1:
+        raise ConstraintError(
+            f"{op}: a dynamic scalar index must be a 1x1 tensor, got shape {list(t.shape)}"
+        )
+    if not scalar and (len(t.shape) < 1 or t.size != t.shape[0]):
+        raise ConstraintError(f"{op}: a vector offset must have shape (P, 1), got {list(t.shape)}")
 
 
 def as_dtype(x: Any) -> dt.DType:
@@ -189,3 +713,26 @@ def as_dtype(x: Any) -> dt.DType:
         return dt.resolve(x)
     except (TypeError, KeyError, ValueError) as e:
         raise ConstraintError(f"unknown dtype {x!r} (known: {', '.join(dt.ALL)})") from e
+
+
+# Kept for callers of the first skeleton.
+index_layout = vw.index_layout
+reshape_layout = vw.reshape
+
+
+def check_ga_outputs(result: Any, kernel_name: str = "") -> None:
+    """GA kernels return shared-HBM tensors: a returned nl.hbm / nl.private_hbm tensor is an
+    error (nki-api.md §2.1), as are on-chip tensors."""
+    if isinstance(result, NkiTensor):
+        if result.buffer.kind in ("private_hbm", "hbm"):
+            raise ConstraintError(
+                f"kernel {kernel_name or ''} returned tensor '{result.name}' allocated in "
+                "nl.hbm (private HBM); GA kernel outputs must be allocated with "
+                "buffer=nl.shared_hbm"
+            )
+    elif isinstance(result, (tuple, list)):
+        for r in result:
+            check_ga_outputs(r, kernel_name)
+    elif isinstance(result, dict):
+        for r in result.values():
+            check_ga_outputs(r, kernel_name)

@@ -1,0 +1,203 @@
+"""Scheduler behaviour in exact ticks on the tiny chip (1 GHz everywhere: 1 cycle = 1 tick = 1 ns).
+
+Tiny chip numbers used below: MIN_II 64, engine latency 100 (sync 10, LoadStationary 50),
+semaphore latency 10 ns, DMA trigger 64 cycles + 1000 ns, 4 DMA engines of 10 B/ns with 10 ns
+per descriptor, HBM 40 B/ns for the whole chip.
+"""
+
+from __future__ import annotations
+
+from trnsim.timing.deps import ANTI, FLOW
+from trnsim.timing.scheduler import Scheduler, base_clock_mhz
+
+from .conftest import ProgramBuilder, tile
+
+
+def run(chip, b: ProgramBuilder):
+    return Scheduler(chip).run(b.program)
+
+
+def act(b, src_off, dst_off, n=512, core=0):
+    return b.add("activation", "scalar", [tile("sbuf", (128, n), offset=src_off, name="data",
+                                               core=core)],
+                 [tile("sbuf", (128, n), offset=dst_off, name="dst", core=core)], core=core,
+                 op="exp")
+
+
+def test_base_clock_is_lcm_of_engine_clocks(tiny_chip):
+    from trnsim.chip import load_chip
+
+    assert base_clock_mhz(tiny_chip) == 1000
+    assert base_clock_mhz(load_chip("trn2")) == 4800  # 2.4 / 0.96 / 1.2 GHz
+    assert base_clock_mhz(load_chip("trn1")) == 5600  # 2.8 / 1.12 / 1.4 GHz
+
+
+def test_ii_and_latency_are_separate(tiny_chip, builder):
+    """Two independent ACTIVATEs: the second issues after the II (512), not the latency (612)."""
+    act(builder, 0, 1024)
+    act(builder, 2048, 3072)
+    tl = run(tiny_chip, builder)
+    assert (tl.start, tl.issue_end, tl.end) == ([0, 512], [512, 1024], [612, 1124])
+    assert tl.wait == [0, 0]
+
+
+def test_raw_dependency_waits_for_completion_plus_semaphore(tiny_chip, builder):
+    act(builder, 0, 1024)
+    builder.add("tensor_copy", "vector", [tile("sbuf", (128, 512), offset=1024, name="src",
+                                               dtype="float32")],
+                [tile("sbuf", (128, 512), offset=8192, name="dst", dtype="float32")])
+    tl = run(tiny_chip, builder)
+    assert tl.start[1] == 612 + 10
+    assert tl.wait[1] == 622
+    assert tl.blocker[1] == 0
+    assert [(d.producer, d.kind) for d in tl.deps[1]] == [(0, FLOW)]
+    # fp32 copy: no perf mode, II = 512; back-to-back dependent VectorE op pays +100
+    assert tl.issue_end[1] - tl.start[1] == 512
+
+
+def test_engines_overlap_and_queues_stay_in_order(tiny_chip, builder):
+    act(builder, 0, 1024)  # scalar, 0..612
+    act(builder, 1024, 4096)  # scalar, depends on 0: 622..
+    builder.add("memset", "vector", [], [tile("sbuf", (128, 512), offset=16384, name="dst",
+                                              dtype="float32")], value=1.0)
+    tl = run(tiny_chip, builder)
+    assert tl.start[2] == 0  # VectorE runs alongside ScalarE
+    assert tl.start[1] == 622
+
+
+def test_war_waits_for_the_reader_and_same_queue_war_does_not(tiny_chip, builder):
+    act(builder, 0, 1024)  # reads [0, 1024)
+    builder.add("memset", "vector", [], [tile("sbuf", (128, 512), offset=0, name="dst")],
+                value=1.0)
+    act(builder, 0, 8192)  # scalar reads what vector wrote: RAW on 1
+    act(builder, 8192, 0)  # scalar overwrites what scalar 2 read: same-queue WAR, no wait
+    tl = run(tiny_chip, builder)
+    assert [(d.producer, d.kind) for d in tl.deps[1]] == [(0, ANTI)]
+    assert tl.start[1] == 612 + 10
+    assert tl.deps[3] == [d for d in tl.deps[3] if d.kind != ANTI or d.producer != 2]
+    assert tl.start[3] >= tl.end[2] + 10  # RAW on 2's output
+
+
+def test_matmul_loadstationary_in_background(tiny_chip, builder):
+    """LS ceil(128/4)=32, MM max(min(64,128), 512)=512; LS of the next loads during the MM."""
+    for k in range(3):
+        builder.matmul(tile("psum", (128, 512), dtype="float32", offset=2048 * k),
+                       tile("sbuf", (128, 128), offset=1024 * k),
+                       tile("sbuf", (128, 512), offset=8192 + 1024 * k))
+    tl = run(tiny_chip, builder)
+    assert tl.ls[0] == (0, 32 + 50)
+    assert (tl.start[0], tl.end[0]) == (32, 32 + 512 + 100)
+    assert tl.ls[1] == (32, 32 + 82)  # loads while MM 0 streams
+    assert tl.start[1] == 32 + 512
+    assert tl.ls[2][0] == tl.start[1]  # third weights wait for a free buffer
+    assert tl.start[2] == 32 + 2 * 512
+
+
+def test_matmul_small_moving_is_min_ii_bound_and_fp32_is_4x(tiny_chip, builder):
+    for dtype in ("bfloat16", "float32"):
+        builder.matmul(tile("psum", (128, 16), dtype="float32", offset=0),
+                       tile("sbuf", (128, 128), dtype=dtype, offset=0),
+                       tile("sbuf", (128, 16), dtype=dtype, offset=4096))
+    tl = run(tiny_chip, builder)
+    assert tl.issue_end[0] - tl.start[0] == 64
+    assert tl.issue_end[1] - tl.start[1] == 4 * 64
+
+
+def test_pe_transpose_cost(tiny_chip, builder):
+    builder.add("nc_transpose", "tensor", [tile("sbuf", (128, 32), name="data")],
+                [tile("psum", (32, 128), name="dst")])
+    tl = run(tiny_chip, builder)
+    assert tl.issue_end[0] - tl.start[0] == 128  # max(P=128, min(64, F=32))
+
+
+def test_dma_single_transfer(tiny_chip, builder):
+    """4 rows of 4000 B: one row per engine, 1 descriptor each: 10 + 4000/10 ns per engine."""
+    builder.dma(tile("sbuf", (4, 1000), dtype="float32"), tile("hbm", (4, 1000), "float32"))
+    tl = run(tiny_chip, builder)
+    plan, trig_end, ready = tl.dma[0]
+    assert (plan.queue, plan.descriptors, plan.chunks) == ("qSyncIO", 4, ((1, 4000),) * 4)
+    assert (trig_end, ready) == (64, 1064)
+    assert sorted((c.engine, c.start, c.end) for c in tl.chunks) == \
+        [(e, 1064, 1474) for e in range(4)]
+    assert tl.end[0] == 1474
+
+
+def test_dma_dependency_and_small_descriptors(tiny_chip, builder):
+    """A strided source row of 100 elements is 100 descriptors; the consumer waits +10 ns."""
+    src = tile("hbm", (4, 100), "float32")
+    src = src.__class__(**{**src.__dict__, "contiguous_bytes": 4})
+    builder.dma(tile("sbuf", (4, 100), dtype="float32"), src)
+    builder.add("tensor_copy", "vector", [tile("sbuf", (4, 100), dtype="float32", name="src")],
+                [tile("sbuf", (4, 100), dtype="float32", offset=4096, name="dst")])
+    tl = run(tiny_chip, builder)
+    assert tl.end[0] == 1064 + 100 * 10 + 40
+    assert tl.start[1] == tl.end[0] + 10
+    assert tl.blocker[1] == 0
+
+
+def test_hbm_bandwidth_shared_by_cores(tiny_chip, builder):
+    """Alone, a core's 4 engines stream at 40 B/ns = the HBM cap; two cores share it."""
+    for core in (0, 1):
+        builder.dma(tile("sbuf", (4, 1000), dtype="float32", core=core),
+                    tile("hbm", (4, 1000), "float32", offset=core * 16000, core=core),
+                    core=core)
+    tl = run(tiny_chip, builder)
+    assert {(c.start, c.end) for c in tl.chunks} == {(1064, 1074 + 800)}
+    from trnsim.timing.metrics import hbm_throughput
+
+    assert max(r for _, r in hbm_throughput(tl.chunks, tl.ticks_per_ns)) == 40
+
+
+def test_dma_queue_in_order_per_engine(tiny_chip, builder):
+    """Two transfers on one queue use the same engines one after the other."""
+    builder.dma(tile("sbuf", (4, 1000), dtype="float32"), tile("hbm", (4, 1000), "float32"))
+    builder.dma(tile("sbuf", (4, 1000), dtype="float32", offset=4096),
+                tile("hbm", (4, 1000), "float32", offset=16000))
+    tl = run(tiny_chip, builder)
+    # trigger 2 issues at 64 -> ready 1128; its chunks wait for engines busy until 1474
+    assert tl.end[1] == 1474 + 410
+
+
+def test_vector_static_overhead_for_tiny_instructions(tiny_chip, builder):
+    builder.add("memset", "vector", [], [tile("sbuf", (128, 8), dtype="float32")], value=1.0)
+    tl = run(tiny_chip, builder)
+    assert tl.issue_end[0] == 64 + 100
+
+
+def test_deterministic(tiny_chip):
+    def build():
+        b = ProgramBuilder()
+        for k in range(20):
+            b.dma(tile("sbuf", (128, 256), offset=512 * (k % 4)),
+                  tile("hbm", (128, 256), offset=65536 * k))
+            act(b, 512 * (k % 4), 8192 + 512 * (k % 4), n=256)
+            b.dma(tile("hbm", (128, 256), offset=(1 << 24) + 65536 * k),
+                  tile("sbuf", (128, 256), offset=8192 + 512 * (k % 4)))
+        return b
+
+    a, b = run(tiny_chip, build()), run(tiny_chip, build())
+    assert (a.start, a.end, a.wait) == (b.start, b.end, b.wait)
+    assert [(c.start, c.end) for c in a.chunks] == [(c.start, c.end) for c in b.chunks]
+
+
+def test_tensor_engine_throttle_ramps_and_reengages(tiny_chip):
+    """Cap starts at 50 % (II 512 -> 1024), ramps to 100 % over 1000 ns; re-engages after idle."""
+    from trnsim.chip import load_chip
+
+    chip = load_chip(tiny_chip.path, throttle__enabled=True)
+    b = ProgramBuilder()
+    for k in range(8):
+        b.matmul(tile("psum", (128, 512), dtype="float32", offset=2048 * (k % 8)),
+                 tile("sbuf", (128, 128)), tile("sbuf", (128, 512), offset=4096))
+    tl = run(chip, b)
+    iis = [tl.issue_end[i] - tl.start[i] for i in range(8)]
+    assert iis[0] == 1024
+    assert iis[-1] == 512
+    assert iis == sorted(iis, reverse=True)
+    # after a long idle gap (a dependency on a slow DMA) the cap is back at 50 %
+    b.dma(tile("sbuf", (128, 512), offset=65536 - 1024 * 8), tile("hbm", (128, 4096)))
+    b.matmul(tile("psum", (128, 512), dtype="float32"), tile("sbuf", (128, 128)),
+             tile("sbuf", (128, 512), offset=65536 - 1024 * 8))
+    tl = run(chip, b)
+    assert tl.issue_end[9] - tl.start[9] == 1024
+    assert tl.throttle[0].samples[0] == (tl.start[0], 0.5)

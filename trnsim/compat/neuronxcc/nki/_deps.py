@@ -1,0 +1,157 @@
+"""affine_range independence check: element-precise write stamps per Buffer.
+
+The B1 compiler assumes the iterations of an `nl.affine_range` loop are independent (it may
+reorder or overlap them). trnsim executes every iteration in order, so a kernel that breaks
+the assumption would silently compute the sequential answer; this tracker raises instead.
+
+While an affine_range is active, every instruction's written elements get a stamp (the
+instruction's program index + 1, negated for accumulations such as `psum += matmul`). A read
+of an element whose last stamp falls in [start, iter_start) of an active affine loop (written
+by an earlier iteration of the same activation of that loop) is a loop-carried dependency; a
+write over such an element is an output dependency, except accumulation over accumulation
+(err_unexpected_output_dependencies). Stamps live in lazily created int32 shadows, one per
+Buffer (so a tile re-allocated in every iteration starts clean), at the granularity of the
+first dtype that wrote it; accesses at another granularity are not tracked. Knows nothing
+about values.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from trnsim.compat.neuronxcc.nki._errors import b1_error
+from trnsim.compat.neuronxcc.nki._state import LoopFrame
+from trnsim.errors import ConstraintError
+from trnsim.memory import View
+from trnsim.program import Instruction, SourceLocation
+
+
+class Tracker:
+    """Write stamps of the buffers written inside affine_range loops."""
+
+    def __init__(self) -> None:
+        self._shadows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _stamps(self, view: View, create: bool) -> np.ndarray | None:
+        """A strided int32 view of the stamps of the view's elements (None if untracked)."""
+        buf, lay = view.buffer, view.layout
+        entry = self._shadows.get(buf)
+        if entry is None:
+            if not create or lay.size == 0:
+                return None
+            g = lay.dtype.itemsize
+            shape = (buf.partitions, buf.nbytes // g) if buf.on_chip else (buf.nbytes // g,)
+            entry = (np.zeros(shape, dtype=np.int32), g)
+            self._shadows[buf] = entry
+        arr, g = entry
+        s = lay.dtype.itemsize
+        if lay.size == 0:
+            return None
+        if buf.on_chip:
+            f = buf.elems_per_partition(lay.dtype)
+            p_off, f_off = divmod(lay.offset, f)
+            if (f_off * s) % g:
+                return None
+            anchor = arr[p_off, (f_off * s) // g:]
+            strides = []
+            for st in lay.strides:
+                ps, fs = (st // f, 0) if f and st and st % f == 0 else (0, st)
+                if (fs * s) % g:
+                    return None
+                strides.append(ps * arr.strides[0] + (fs * s // g) * arr.strides[1])
+        else:
+            if (lay.offset * s) % g or any((st * s) % g for st in lay.strides):
+                return None
+            anchor = arr[(lay.offset * s) // g:]
+            strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
+        return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
+
+    def check(self, frames: list[LoopFrame], opcode: str, reads: Mapping[str, View],
+              writes: Mapping[str, View], rmw: bool, program: list[Instruction],
+              loc: SourceLocation | None) -> None:
+        """Raise if this instruction reads or overwrites a value of an earlier iteration."""
+        for name, view in reads.items():
+            if rmw and any(_same(view, w) for w in writes.values()):
+                continue  # the accumulation target read by `t += x` / loop_reduce
+            stamps = self._stamps(view, create=False)
+            if stamps is not None:
+                hit = _earliest_hit(frames, stamps, accumulate_ok=False)
+                if hit is not None:
+                    raise _carried(opcode, name, view, hit, program, loc)
+        for name, view in writes.items():
+            stamps = self._stamps(view, create=False)
+            if stamps is not None:
+                hit = _earliest_hit(frames, stamps, accumulate_ok=rmw)
+                if hit is not None:
+                    raise _output_dep(opcode, name, view, hit, program, loc)
+
+    def stamp(self, writes: Mapping[str, View], index: int, rmw: bool) -> None:
+        value = -(index + 1) if rmw else index + 1
+        for view in writes.values():
+            stamps = self._stamps(view, create=True)
+            if stamps is not None:
+                stamps[...] = value
+
+
+def _same(a: View, b: View) -> bool:
+    return a.buffer is b.buffer and a.layout == b.layout
+
+
+def _earliest_hit(frames: list[LoopFrame], stamps: np.ndarray,
+                  accumulate_ok: bool) -> tuple[LoopFrame, int] | None:
+    """(loop, writer instruction index) of a stamp from an earlier iteration, innermost first."""
+    live = stamps[stamps != 0]
+    if not live.size:
+        return None
+    if accumulate_ok:
+        live = live[live > 0]
+        if not live.size:
+            return None
+    idx = np.abs(live.astype(np.int64)) - 1
+    for f in reversed(frames):
+        sel = idx[(idx >= f.start) & (idx < f.iter_start)]
+        if sel.size:
+            return f, int(sel.max())
+    return None
+
+
+def _writer(program: list[Instruction], index: int, frame: LoopFrame) -> str:
+    instr = program[index] if 0 <= index < len(program) else None
+    if instr is None:
+        return ""
+    it = next((i for lid, _, i in instr.loops if lid == frame.loop_id), "?")
+    where = f" at {instr.loc.short()}" if instr.loc is not None else ""
+    return f" (written by {instr.opcode}{where} in iteration {it})"
+
+
+def _loop_name(frame: LoopFrame) -> str:
+    where = f" at {frame.loc.short()}" if frame.loc is not None else ""
+    return f"nl.affine_range{where}"
+
+
+def _carried(opcode: str, name: str, view: View, hit: tuple[LoopFrame, int],
+             program: list[Instruction], loc: SourceLocation | None) -> Any:
+    frame, index = hit
+    return b1_error(
+        ConstraintError, "err_loop_carried_dependency",
+        f"{opcode}: operand '{name}' reads `{view.buffer.name or '?'}` values written by an "
+        f"earlier iteration of {_loop_name(frame)}{_writer(program, index, frame)}; iteration "
+        f"{frame.iteration} depends on it, but affine_range iterations must be independent "
+        "(the compiler may run them in any order). Use nl.sequential_range for a loop-carried "
+        "dependency, or accumulate with += / nl.loop_reduce", loc)
+
+
+def _output_dep(opcode: str, name: str, view: View, hit: tuple[LoopFrame, int],
+                program: list[Instruction], loc: SourceLocation | None) -> Any:
+    frame, index = hit
+    return b1_error(
+        ConstraintError, "err_unexpected_output_dependencies",
+        f"{opcode}: operand '{name}' overwrites `{view.buffer.name or '?'}` locations already "
+        f"written by an earlier iteration of {_loop_name(frame)}{_writer(program, index, frame)}"
+        f" (iteration {frame.iteration} writes them again); affine_range iterations must write "
+        "disjoint locations. Index the destination with the loop variable, allocate it inside "
+        "the loop, or use nl.sequential_range", loc)

@@ -1,0 +1,316 @@
+"""Beta-1 value-returning calls: pending results, masks, destinations, and instruction issue.
+
+A B1 call such as `nl.exp(x)` does not know where its result goes until Python assigns it:
+`t[...] = nl.exp(x)` writes into a pre-declared tile, `psum += nisa.nc_matmul(a, b)`
+accumulates in PSUM, `y = nl.exp(x)` wants a fresh SBUF tile. So each call returns a
+*pending* tensor holding an `emit(dst, mode)` closure. At most one result is pending per
+program: any other front-end call (and every loop step) first materializes it into a fresh
+tile, so instructions still run in program order. Assignment instead emits it straight into
+the destination (no extra copy), as the B1 compiler does.
+
+`run` issues one instruction under a mask: the predicate's single-axis terms shrink every
+operand to a rectangle (masked-out destination elements are untouched and never accessed); a
+multi-axis term such as `i_p < i_f` runs the instruction on the bounding box and restores the
+masked-out destination elements afterwards (values exact; the record shows the bounding box).
+`issue` is the B1 sibling of trnsim.nki._isa_base._issue: explicit location and loop nest,
+plus the affine_range dependency check and HBM write bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trnsim import semantics as sem
+from trnsim.compat.neuronxcc.nki._errors import b1_error
+from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
+from trnsim.compat.neuronxcc.nki._state import context, here
+from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
+from trnsim.errors import ConstraintError, KernelError, UnsupportedError
+from trnsim.memory import View
+from trnsim.nki._isa_base import _engine_name
+from trnsim.program import SourceLocation
+from trnsim.spec import instruction_specs, is_tensor
+
+Axes = tuple[int | None, ...]
+
+
+@dataclass
+class Pending:
+    """A result whose instruction(s) wait for a destination."""
+
+    emit: Callable[[tensor, str], None]  # emit(dst, "write" | "accumulate")
+    shape: tuple[int, ...]
+    buffer: str  # where a fresh result is allocated: sbuf or psum
+    loc: SourceLocation | None
+    dst_spaces: tuple[str, ...] = ("sbuf", "psum")
+    accumulates: bool = False  # can accumulate into a PSUM destination (nc_matmul)
+    label: str = ""
+
+
+# ---------------------------------------------------------------- pending results
+
+
+def make_pending(shape: tuple[int, ...], dtype: Any, buffer: str,
+                 emit: Callable[[tensor, str], None], *, loc: SourceLocation | None,
+                 dst_spaces: tuple[str, ...] = ("sbuf", "psum"), accumulates: bool = False,
+                 label: str = "") -> tensor:
+    _, st = context(label or "nki")
+    st.flush()
+    t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
+    t._pending = Pending(emit, t.shape, buffer, loc, dst_spaces, accumulates, label)
+    st.pending = t
+    return t
+
+
+def materialize(t: tensor) -> None:
+    """Allocate a fresh tile for a pending result and run its instruction(s) into it."""
+    p = t._pending
+    if p is None:
+        return
+    _, st = context(p.label)
+    if st.pending is t:
+        st.pending = None
+    t._pending = None
+    from trnsim.compat.neuronxcc.nki import _create
+
+    try:
+        fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=p.label or "tmp")
+    except KernelError as e:
+        raise e.with_loc(p.loc) from None
+    _alias(t, fresh)
+    p.emit(t, "write")
+
+
+def _alias(t: tensor, src: tensor) -> None:
+    t._buf, t._base, t._pdim = src._buf, src._base, src._pdim
+    t._consts, t._coefs, t._shape = src._consts, src._coefs, src._shape
+
+
+def take_pending(value: Any) -> Pending | None:
+    """Detach the pending instruction of `value` (so it can be emitted elsewhere)."""
+    if not isinstance(value, tensor) or value._pending is None:
+        return None
+    _, st = context("assignment")
+    if st.pending is value:
+        st.pending = None
+    p, value._pending = value._pending, None
+    return p
+
+
+# ---------------------------------------------------------------- one instruction
+
+
+def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sbuf",
+           engine: Any = None, domain: tuple[int, ...] | None = None,
+           inputs: Mapping[str, Any] | None = None, axes: Mapping[str, Axes] | None = None,
+           attrs: Mapping[str, Any] | None = None, out: str = "dst",
+           out_axes: Axes | None = None, mask: Any = None, accumulate_attr: str | None = None,
+           label: str = "") -> tensor:
+    """A pending result produced by one instruction writing operand `out`."""
+    loc, loops = here()
+    mask = as_mask(mask)
+    domain = tuple(shape if domain is None else domain)
+    inputs, axes, attrs = dict(inputs or {}), dict(axes or {}), dict(attrs or {})
+    spec = instruction_specs().get(opcode)
+    spaces = tuple(spec.operands[out].spaces) if spec is not None and out in spec.operands \
+        else ("sbuf", "psum")
+
+    def emit(dst: tensor, mode: str) -> None:
+        a = dict(attrs)
+        if accumulate_attr is not None:
+            a[accumulate_attr] = mode == "accumulate"
+        run(opcode, engine, domain=domain, outputs={out: (dst, out_axes)}, inputs=inputs,
+            axes=axes, attrs=a, mask=mask, loc=loc, loops=loops, rmw=mode == "accumulate")
+
+    return make_pending(shape, dtype, buffer, emit, loc=loc, dst_spaces=spaces,
+                        accumulates=accumulate_attr is not None, label=label or opcode)
+
+
+def _narrow(box: Box, axes: Axes | None, t: tensor, domain: tuple[int, ...]) -> Box:
+    if axes is None:
+        if t.ndim == len(domain):
+            axes = tuple(range(len(domain)))
+        else:
+            return full_box(t.shape)
+    out = []
+    for j, n in enumerate(t.shape):
+        k = axes[j] if j < len(axes) else None
+        out.append(box[k] if k is not None and n == domain[k] else (0, n))
+    return out
+
+
+def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
+        outputs: Mapping[str, tuple[tensor, Axes | None]], inputs: Mapping[str, Any],
+        axes: Mapping[str, Axes] | None = None, attrs: Mapping[str, Any] | None = None,
+        mask: Predicate | bool | None = None, loc: SourceLocation | None = None,
+        loops: tuple = (), rmw: bool = False) -> None:
+    """Issue `opcode` over `domain` restricted by `mask` (see the module docstring)."""
+    axes = axes or {}
+    if mask is False:
+        return
+    if mask is None:
+        box, residual = full_box(domain), []
+    else:
+        box, residual = mask.box(domain)
+    if any(hi <= lo for lo, hi in box):
+        return
+    try:
+        operands: dict[str, Any] = {}
+        for name, value in inputs.items():
+            if isinstance(value, tensor):
+                operands[name] = value.operand(_narrow(box, axes.get(name), value, domain))
+            else:
+                operands[name] = value
+        restore = []
+        for name, (dst, dst_axes) in outputs.items():
+            view = dst.operand(_narrow(box, dst_axes, dst, domain))
+            operands[name] = view
+            if residual:
+                restore.append(_saved(view, mask, box, domain, opcode))
+    except KernelError as e:
+        raise e.with_loc(loc) from None
+    issue(opcode, engine, loc=loc, loops=loops, rmw=rmw, **operands, **dict(attrs or {}))
+    for view, keep, old in restore:
+        if old is not None:
+            arr = view.array()
+            arr[~keep] = old[~keep]
+
+
+def _saved(view: View, mask: Predicate, box: Box, domain: tuple[int, ...],
+           opcode: str) -> tuple[View, np.ndarray, np.ndarray | None]:
+    shape = tuple(hi - lo for lo, hi in box)
+    if tuple(view.shape) != shape:
+        raise UnsupportedError(f"{opcode}: a mask over several axes (e.g. i_p < i_f) is "
+                               "simulated only when the destination spans the masked "
+                               f"iteration space; destination {list(view.shape)} vs domain "
+                               f"{list(shape)} (use nisa.affine_select)")
+    keep = mask.evaluate(shape, [lo for lo, _ in box])
+    ctx, _ = context(opcode)
+    return view, keep, view.read() if ctx.device.values else None
+
+
+def issue(opcode: str, eng: Any = None, *, loc: SourceLocation | None, loops: tuple = (),
+          rmw: bool = False, **kwargs: Any) -> None:
+    """Check, execute and record one instruction at the user's line (B1 sibling of _issue)."""
+    ctx, st = context(opcode)
+    spec = instruction_specs().get(opcode)
+    op_names = set(spec.operands) if spec is not None else set()
+    operands = {k: v for k, v in kwargs.items() if k in op_names}
+    attrs = {k: v for k, v in kwargs.items() if k not in op_names}
+    chosen = _engine_name(eng)
+    if chosen is None and spec is not None:
+        chosen = sem.default_engine(opcode, ctx.chip, operands, attrs) or spec.engines[0]
+    reads: dict[str, View] = {}
+    writes: dict[str, View] = {}
+    if spec is not None:
+        for k, v in operands.items():
+            if is_tensor(v):
+                acc = spec.operands[k].access
+                if acc in ("read", "readwrite"):
+                    reads[k] = v
+                if acc in ("write", "readwrite"):
+                    writes[k] = v
+    frames = st.affine_frames()
+    if frames and st.tracker is not None:
+        st.tracker.check(frames, opcode, reads, writes, rmw, ctx.device.program, loc)
+    index = len(ctx.device.program)
+    try:
+        ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc, loops=loops)
+    except KernelError as e:
+        raise e.with_loc(loc) from None
+    except UnsupportedError as e:
+        if e.loc is None and loc is not None:
+            raise UnsupportedError(e.message, loc) from e
+        raise
+    if frames and st.tracker is not None:
+        st.tracker.stamp(writes, index, rmw)
+    for v in writes.values():
+        if v.buffer.space == "hbm":
+            st.hbm_written.add(v.buffer)
+            name = st.immutable.get(id(v.buffer))
+            if name is not None:
+                st.immutable_writes.append((name, loc))
+
+
+# ---------------------------------------------------------------- assignment
+
+
+def assign_item(t: tensor, key: Any, value: Any) -> None:
+    """`t[key] = value` (and the store half of `t[key] += value`)."""
+    from trnsim.compat.neuronxcc.nki import _copy
+
+    ctx, st = context("tensor assignment")
+    try:
+        dst = t[key]
+        if isinstance(value, tensor) and value._inplace:
+            value._inplace = False
+            if isinstance(dst, tensor) and value.same_access(dst):
+                return  # already updated in place by +=, -=, *=, /=
+        pending = value._pending if isinstance(value, tensor) else None
+        if pending is None:
+            st.flush()
+        if not isinstance(dst, tensor):  # an indirect HBM access: a scatter store
+            _copy.store_indirect(dst, value)
+            return
+        if pending is not None and emit_into(dst, value, "write"):
+            return
+        _copy.copy_into(dst, value)
+    except KernelError as e:
+        raise e.with_loc(here()[0]) from None
+
+
+def emit_into(dst: tensor, value: tensor, mode: str) -> bool:
+    """Emit a pending value straight into dst when its instruction can write there."""
+    p = value._pending
+    if p is None or not dst.on_chip and "hbm" not in p.dst_spaces:
+        return False
+    if dst.space not in p.dst_spaces:
+        return False
+    same = tuple(dst.shape) == tuple(p.shape)
+    if not same:
+        if not dst.shape or not p.shape or dst.shape[0] != p.shape[0] \
+                or int(np.prod(dst.shape)) != int(np.prod(p.shape)):
+            return False
+    take_pending(value)
+    p.emit(dst, mode)
+    _alias(value, dst)
+    return True
+
+
+def accumulate(t: tensor, value: Any, op: str) -> tensor:
+    """`t += value` (and -=, *=, /=): an in-place read-modify-write of t."""
+    from trnsim.compat.neuronxcc.nki import _math
+
+    ctx, st = context(f"tensor {op}=")
+    loc = here()[0]
+    try:
+        t._ready()
+        if isinstance(value, tensor) and value._pending is not None:
+            p = value._pending
+            if op == "add" and p.accumulates and t.space == "psum" \
+                    and tuple(t.shape) == tuple(p.shape):
+                take_pending(value)
+                p.emit(t, "accumulate")
+                t._inplace = True
+                return t
+        st.flush()
+        if not t.on_chip:
+            raise b1_error(ConstraintError, "err_unsupported_memory",
+                           f"in-place '{op}' on HBM tensor `{t.name}`: only SBUF and PSUM "
+                           "tiles can be updated in place")
+        result = _math.binary(op, t, value, dst_dtype=t.dtype, operator_form=True)
+        emit_into(t, result, "accumulate") or _fallback_accumulate(t, result)
+    except KernelError as e:
+        raise e.with_loc(loc) from None
+    t._inplace = True
+    return t
+
+
+def _fallback_accumulate(t: tensor, result: tensor) -> None:
+    from trnsim.compat.neuronxcc.nki import _copy
+
+    _copy.copy_into(t, result._ready())

@@ -1,0 +1,475 @@
+"""The Beta-1 tensor (`nki.tensor`): a Buffer, the logical layout of the whole tensor, and an
+affine access map that selects the view this object denotes.
+
+Indexing never copies. Each base dimension d of an access is `consts[d] + sum_k coefs[d][k] *
+i_k` over the access axes k (shape `shape`); basic indexing (ints, slices, nl.ds) and advanced
+indexing (nl.arange / nl.mgrid expressions) both compose into this map, so any view is a
+strided Layout. Bounds are checked only when an instruction uses the view, after its mask has
+shrunk it (B1 loads such as `x[i * 128 + i_p, i_f]` with `mask=(i * 128 + i_p < n)` index past
+the end by design). On chip, base dimension `pdim` (axis 0, or the nl.par_dim axis) lies on the
+partitions. A tensor may also be *pending*: a value-returning call whose instruction waits to
+learn its destination (see _emit). Knows nothing about instructions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from trnsim import dtypes as dt
+from trnsim.compat.neuronxcc.nki._errors import b1_error
+from trnsim.compat.neuronxcc.nki._index import IndexExpr, Predicate, broadcast_shapes
+from trnsim.errors import ConstraintError, OutOfBoundsError
+from trnsim.memory import Buffer, Layout, View
+from trnsim.nki.views import DynSlice
+
+Box = list[tuple[int, int]]
+
+
+def full_box(shape: tuple[int, ...]) -> Box:
+    return [(0, n) for n in shape]
+
+
+class tensor:  # noqa: N801 - NKI's class name
+    """A Beta-1 tensor or tile (HBM, SBUF or PSUM). Attributes: shape, dtype, ndim, itemsize,
+    buffer, name; methods reshape, view, astype, broadcast_to, expand_dims, assert_shape."""
+
+    __slots__ = ("__weakref__", "_base", "_buf", "_coefs", "_consts", "_dtype", "_inplace",
+                 "_pdim", "_pending", "_shape")
+    __array_priority__ = 100  # numpy scalars defer to our reflected operators
+
+    def __init__(self, buf: Buffer | None, base: Layout | None, pdim: int | None,
+                 consts: tuple[int, ...], coefs: tuple[tuple[int, ...], ...],
+                 shape: tuple[int, ...], dtype: dt.DType):
+        self._buf = buf
+        self._base = base
+        self._pdim = pdim
+        self._consts = consts
+        self._coefs = coefs
+        self._shape = tuple(int(n) for n in shape)
+        self._dtype = dtype
+        self._pending = None
+        self._inplace = False
+
+    # ------------------------------------------------------------ construction
+    @classmethod
+    def whole(cls, buf: Buffer, base: Layout, pdim: int | None) -> tensor:
+        """The identity access of a whole tensor."""
+        n = len(base.shape)
+        coefs = tuple(tuple(1 if k == d else 0 for k in range(n)) for d in range(n))
+        return cls(buf, base, pdim, (0,) * n, coefs, base.shape, base.dtype)
+
+    @classmethod
+    def from_view(cls, view: View) -> tensor:
+        pdim = 0 if view.buffer.on_chip else None
+        return cls.whole(view.buffer, view.layout, pdim)
+
+    def _derive(self, consts: list[int], coefs: list[list[int]], shape: tuple[int, ...]) -> tensor:
+        return tensor(self._buf, self._base, self._pdim, tuple(consts),
+                      tuple(tuple(r) for r in coefs), shape, self._dtype)
+
+    # ------------------------------------------------------------ NKI attributes
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def name(self) -> str:
+        return self._buf.name if self._buf is not None else ""
+
+    @property
+    def space(self) -> str:
+        """hbm, sbuf or psum (a pending tile reports where it will be allocated)."""
+        if self._buf is None:
+            return self._pending.buffer
+        return self._buf.space
+
+    @property
+    def buffer(self) -> Any:
+        from trnsim.compat.neuronxcc.nki import _buffers
+
+        return _buffers.marker_of(self)
+
+    @property
+    def on_chip(self) -> bool:
+        return self.space in ("sbuf", "psum")
+
+    def __repr__(self) -> str:
+        state = "pending" if self._pending is not None else self.space
+        return f"tensor({self.name or '?'}: {self._dtype}@{state}{list(self._shape)})"
+
+    def __len__(self) -> int:
+        return self._shape[0] if self._shape else 1
+
+    def __bool__(self) -> bool:
+        raise b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
+                       "control flow depending on tensor values is not supported (the value "
+                       "of a tile is not known when the kernel is traced)")
+
+    def __iter__(self) -> Any:
+        raise b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
+                       "a tile cannot be iterated in Python; index it with nl.arange or loop "
+                       "with nl.affine_range")
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------ materialization
+    def _materialize(self) -> None:
+        from trnsim.compat.neuronxcc.nki import _emit
+
+        _emit.materialize(self)
+
+    def _ready(self) -> tensor:
+        """This tensor with storage (a pending result is materialized into a fresh tile)."""
+        if self._pending is not None:
+            self._materialize()
+        return self
+
+    # ------------------------------------------------------------ access geometry
+    def partition_axis(self) -> int | None:
+        """The access axis that walks the partitions (on chip), if any."""
+        if self._pdim is None:
+            return None
+        row = self._coefs[self._pdim]
+        axes = [k for k, c in enumerate(row) if c and self._shape[k] > 1]
+        return axes[0] if axes else None
+
+    def layout(self, box: Box | None = None) -> Layout:
+        """The strided Layout of the access restricted to `box` (default: all of it)."""
+        box = box or full_box(self._shape)
+        base = self._base
+        off = base.offset
+        for d, st in enumerate(base.strides):
+            off += st * (self._consts[d] + sum(c * lo for c, (lo, _) in
+                                               zip(self._coefs[d], box, strict=True)))
+        strides = tuple(sum(base.strides[d] * self._coefs[d][k] for d in range(len(base.shape)))
+                        for k in range(len(self._shape)))
+        return Layout(self._dtype, off, tuple(hi - lo for lo, hi in box), strides)
+
+    def check_bounds(self, box: Box | None = None) -> None:
+        """B1's trace-time bounds check per tensor dimension."""
+        box = box or full_box(self._shape)
+        if any(hi <= lo for lo, hi in box):
+            return
+        for d, n in enumerate(self._base.shape):
+            lo = hi = self._consts[d]
+            for c, (a, b) in zip(self._coefs[d], box, strict=True):
+                lo += min(c * a, c * (b - 1))
+                hi += max(c * a, c * (b - 1))
+            if lo < 0 or hi >= n:
+                raise b1_error(OutOfBoundsError, "err_tensor_access_out_of_bound",
+                               f"Out-of-bound access for tensor `{self.name or '?'}` on "
+                               f"dimension {d}: index range [{lo}, {hi}] exceed dimension "
+                               f"size of {n}")
+
+    def operand(self, box: Box | None = None) -> View:
+        """The operand View an instruction reads or writes (bounds checked)."""
+        self._ready()
+        self.check_bounds(box)
+        return View(self._buf, self.layout(box))
+
+    def same_access(self, other: tensor) -> bool:
+        return (self._buf is other._buf and self._consts == other._consts
+                and self._coefs == other._coefs and self._shape == other._shape
+                and self._dtype == other._dtype)
+
+    # ------------------------------------------------------------ indexing
+    def __getitem__(self, key: Any) -> Any:
+        self._ready()
+        key = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, tensor) for k in key):
+            from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
+
+            return IndirectAccess(self, key)
+        if any(isinstance(k, Predicate) for k in key):
+            raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
+                           "operand masks inside subscripts (t[pred]) are not simulated; pass "
+                           "mask= to the instruction instead")
+        key = _expand_ellipsis(key, self.ndim)
+        if any(isinstance(k, IndexExpr) for k in key):
+            if any(isinstance(k, (slice, DynSlice)) for k in key):
+                raise b1_error(ConstraintError,
+                               "err_unsupported_mixing_basic_advanced_tensor_indexing",
+                               f"tensor `{self.name or '?'}`: mixing basic tensor indexing "
+                               "(slices, nl.ds) and advanced tensor indexing (nl.arange, "
+                               "nl.mgrid) is not supported")
+            return self._advanced(key)
+        return self._basic(key)
+
+    def _basic(self, key: tuple[Any, ...]) -> tensor:
+        consts = list(self._consts)
+        coefs = [list(r) for r in self._coefs]
+        n_base = len(consts)
+        new_cols: list[list[int]] = []  # per new axis: coefficient per base dim
+        shape: list[int] = []
+        dropped: list[tuple[int, list[int]]] = []  # (position, column) of int-indexed axes
+        pax = self.partition_axis()
+        src = 0
+        for k in key:
+            if k is None:
+                new_cols.append([0] * n_base)
+                shape.append(1)
+                continue
+            if src >= self.ndim:
+                raise ConstraintError(f"too many indices for tensor `{self.name or '?'}` of "
+                                      f"shape {list(self._shape)}")
+            col = [coefs[d][src] for d in range(n_base)]
+            n = self._shape[src]
+            if isinstance(k, (slice, DynSlice)):
+                start, count, step = _slice_params(k, n)
+                for d in range(n_base):
+                    consts[d] += col[d] * start
+                new_cols.append([c * step for c in col])
+                shape.append(count)
+            else:
+                i = _int_index(k, n)
+                for d in range(n_base):
+                    consts[d] += col[d] * i
+                if self.on_chip and src == pax:  # keep a size-1 partition axis
+                    new_cols.append(col)
+                    shape.append(1)
+                else:
+                    dropped.append((len(shape), col))
+            src += 1
+        for k in range(src, self.ndim):
+            new_cols.append([coefs[d][k] for d in range(n_base)])
+            shape.append(self._shape[k])
+        min_rank = 2 if self.on_chip else 1
+        while len(shape) < min_rank and dropped:  # on chip tiles stay at least 2-D
+            pos, col = dropped.pop()
+            new_cols.insert(pos, col)
+            shape.insert(pos, 1)
+        out_coefs = [[col[d] for col in new_cols] for d in range(n_base)]
+        return self._derive(consts, out_coefs, tuple(shape))
+
+    def _advanced(self, key: tuple[Any, ...]) -> tensor:
+        for k in key:
+            if isinstance(k, IndexExpr) and k.ndim == 1:
+                raise b1_error(ConstraintError, "err_1d_arange_not_supported",
+                               f"tensor `{self.name or '?'}` indexed with a 1-D nl.arange is "
+                               "not supported; give it a 2-D shape with [:, None] or [None, :]")
+        if len(key) > self.ndim:
+            raise ConstraintError(f"too many indices ({len(key)}) for tensor "
+                                  f"`{self.name or '?'}` of shape {list(self._shape)}")
+        exprs = [k for k in key if isinstance(k, IndexExpr)]
+        res = broadcast_shapes(*(e.shape for e in exprs), what=f"indices of `{self.name}`")
+        rank = len(res)
+        rest = self._shape[len(key):]  # implicit trailing axes stay as they are
+        n_base = len(self._consts)
+        consts = list(self._consts)
+        coefs = [[0] * (rank + len(rest)) for _ in range(n_base)]
+        for k, entry in enumerate(key):
+            if isinstance(entry, IndexExpr):
+                _, ecoefs = entry.aligned(rank)
+                econst = entry.const
+            else:
+                ecoefs, econst = (0,) * rank, _int_index(entry, self._shape[k], check=False)
+            for d in range(n_base):
+                c = self._coefs[d][k]
+                if c:
+                    consts[d] += c * econst
+                    for j in range(rank):
+                        coefs[d][j] += c * ecoefs[j]
+        for j in range(len(rest)):
+            for d in range(n_base):
+                coefs[d][rank + j] = self._coefs[d][len(key) + j]
+        out = self._derive(consts, coefs, res + rest)
+        out._check_partition_stride()
+        return out
+
+    def _check_partition_stride(self) -> None:
+        if self._pdim is None:
+            return
+        row = self._coefs[self._pdim]
+        live = [(k, c) for k, c in enumerate(row) if c and self._shape[k] > 1]
+        if len(live) > 1 or any(abs(c) != 1 for _, c in live):
+            raise ConstraintError(f"tensor `{self.name or '?'}`: the partition dimension must "
+                                  "be indexed with unit stride along one axis (partition-dim "
+                                  "striding is not supported); got coefficients "
+                                  f"{[c for _, c in live]}")
+
+    # ------------------------------------------------------------ tile checks
+    def as_tile(self, api: str, operand: str) -> tensor:
+        """Require an on-chip tile whose axis 0 walks the partitions and every free axis stays
+        within a partition (same free pattern in every partition)."""
+        self._ready()
+        if not self.on_chip:
+            raise b1_error(ConstraintError, "err_unsupported_memory",
+                           f"Expected operand '{operand}' of '{api}' to be in address space "
+                           f"'psum|sbuf', but got a tile in '{self.space}' instead.")
+        if self.ndim < 1:
+            raise ConstraintError(f"{api}: operand '{operand}' is a scalar access")
+        pax = self.partition_axis()
+        if (pax not in (None, 0)) or (pax is None and self._coefs[self._pdim][0] == 0
+                                      and self._shape[0] > 1):
+            raise b1_error(ConstraintError, "err_failed_to_infer_tile_from_local_tensor",
+                           f"{api}: failed to infer tile from tensor `{self.name or '?'}` "
+                           f"{list(self._shape)}: the first dimension of the tile is not the "
+                           "partition dimension of the tensor")
+        if self._shape[0] > 1:
+            for d, row in enumerate(self._coefs):
+                if d != self._pdim and row[0]:
+                    raise ConstraintError(f"{api}: operand '{operand}' (`{self.name}`) walks "
+                                          "a free dimension along its partition axis; all "
+                                          "partitions must use the same free-dim pattern")
+        if self._shape[0] > 128:
+            raise b1_error(ConstraintError, "err_num_partition_exceed_arch_limit",
+                           f"{api}: number of partitions {self._shape[0]} of operand "
+                           f"'{operand}' exceed architecture limitation of 128.")
+        return self
+
+    # ------------------------------------------------------------ views of the access
+    def _axes_view(self, perm: tuple[int, ...] | None = None, insert: int | None = None,
+                   shape: tuple[int, ...] | None = None) -> tensor:
+        """A permuted (perm), axis-inserted (insert) or stride-0 broadcast (shape) access."""
+        consts = list(self._consts)
+        coefs = [list(r) for r in self._coefs]
+        cur = self._shape
+        if perm is not None:
+            coefs = [[r[k] for k in perm] for r in coefs]
+            cur = tuple(cur[k] for k in perm)
+        if insert is not None:
+            for r in coefs:
+                r.insert(insert, 0)
+            cur = (*cur[:insert], 1, *cur[insert:])
+        if shape is not None:
+            lead = len(shape) - len(cur)
+            coefs = [[0] * lead + r for r in coefs]
+            cur = tuple(shape)
+        return self._derive(consts, coefs, cur)
+
+    def broadcast_view(self, shape: tuple[int, ...]) -> tensor:
+        """Stride-0 view of this access broadcast to `shape` (NumPy rules; no copy)."""
+        shape = tuple(shape)
+        out = broadcast_shapes(self._shape, shape, what=f"broadcast of `{self.name}`")
+        if out != shape:
+            raise b1_error(ConstraintError, "err_param_shape_incompatible_with_numpy",
+                           f"cannot broadcast `{self.name or '?'}` {list(self._shape)} to "
+                           f"{list(shape)}")
+        return self._axes_view(shape=shape)
+
+    def permuted(self, perm: tuple[int, ...]) -> tensor:
+        return self._axes_view(perm=perm)
+
+    def with_axis(self, axis: int) -> tensor:
+        return self._axes_view(insert=axis)
+
+    # ------------------------------------------------------------ NKI methods
+    def reshape(self, shape: Any, *more: int) -> tensor:
+        from trnsim.compat.neuronxcc.nki import _views
+
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *more)
+        return _views.reshape(self._ready(), tuple(int(s) for s in shape))
+
+    def view(self, dtype: Any) -> tensor:
+        from trnsim.compat.neuronxcc.nki import _views
+
+        return _views.bitcast(self._ready(), dtype)
+
+    def expand_dims(self, axis: int) -> tensor:
+        axis = int(axis)
+        if axis < 0:
+            axis += self.ndim + 1
+        if not 0 <= axis <= self.ndim:
+            raise ConstraintError(f"expand_dims: axis {axis} out of range for a {self.ndim}-D "
+                                  "tensor")
+        return self._ready().with_axis(axis)
+
+    def broadcast_to(self, shape: Any) -> tensor:
+        from trnsim.compat.neuronxcc.nki import language
+
+        return language.broadcast_to(self, shape=shape)
+
+    def astype(self, dtype: Any) -> tensor:
+        from trnsim.compat.neuronxcc.nki import language
+
+        return language.copy(self, dtype=dtype)
+
+    def assert_shape(self, shape: Any) -> tensor:
+        if tuple(shape) != self._shape:
+            raise b1_error(ConstraintError, "err_annotation_shape_mismatch",
+                           f"shape of `{self.name or '?'}{list(self._shape)}` does not match "
+                           f"the expected shape of {list(shape)}")
+        return self
+
+    # ------------------------------------------------------------ assignment
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from trnsim.compat.neuronxcc.nki import _emit
+
+        _emit.assign_item(self, key, value)
+
+    def _inplace_op(self, value: Any, op: str) -> tensor:
+        from trnsim.compat.neuronxcc.nki import _emit
+
+        return _emit.accumulate(self, value, op)
+
+    def __iadd__(self, value: Any) -> tensor:
+        return self._inplace_op(value, "add")
+
+    def __isub__(self, value: Any) -> tensor:
+        return self._inplace_op(value, "subtract")
+
+    def __imul__(self, value: Any) -> tensor:
+        return self._inplace_op(value, "multiply")
+
+    def __itruediv__(self, value: Any) -> tensor:
+        return self._inplace_op(value, "divide")
+
+
+def _expand_ellipsis(key: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise ConstraintError("an index can have only one '...'")
+    if not n_ell:
+        return key
+    i = key.index(Ellipsis)
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    return (*key[:i], *([slice(None)] * max(0, ndim - used)), *key[i + 1:])
+
+
+def _int_index(k: Any, n: int, check: bool = True) -> int:
+    try:
+        i = int(k.__index__()) if hasattr(k, "__index__") else int(k)
+    except (TypeError, ValueError) as e:
+        raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
+                       f"index {k!r} is not an integer, slice, nl.ds or index expression") from e
+    if i < 0:
+        i += n
+    if check and not 0 <= i < n:
+        raise b1_error(OutOfBoundsError, "err_tensor_access_out_of_bound",
+                       f"index {k} is out of range for a dimension of size {n}")
+    return i
+
+
+def _slice_params(k: slice | DynSlice, n: int) -> tuple[int, int, int]:
+    """(start, count, step) of a slice or nl.ds, without clamping (B1 errors instead)."""
+    if isinstance(k, DynSlice):
+        start, size, step = int(k.start), int(k.size), int(k.step)
+        return start, size, step
+    step = 1 if k.step is None else int(k.step)
+    if step == 0:
+        raise ConstraintError("slice step cannot be zero")
+    start = (0 if step > 0 else n - 1) if k.start is None else int(k.start)
+    stop = (n if step > 0 else -1) if k.stop is None else int(k.stop)
+    if k.start is not None and start < 0:
+        start += n
+    if k.stop is not None and stop < 0:
+        stop += n
+    return start, len(range(start, stop, step)), step
+
+
+def numpy_like(x: Any) -> bool:
+    return isinstance(x, (np.ndarray, np.generic))

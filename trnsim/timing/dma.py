@@ -1,0 +1,267 @@
+"""DMA engines and HBM: transfers split into per-engine chunks, simulated on an event heap.
+
+A transfer is split across a core's DMA engines by partition (row) groups, each row slice being
+one or more descriptors (a non-contiguous free-dimension slice adds descriptors). Each engine
+serves one chunk at a time, round-robin across its queues, in order within a queue. A chunk costs
+n_descriptors x descriptor_overhead_ns, then streams its bytes at the engine's rate. Streams that
+touch HBM share the chip's HBM bandwidth: when their demand exceeds it, every stream slows by the
+same factor (a fluid model, re-solved whenever the set of streams changes). Time is in integer
+ticks of the scheduler's clock. Knows nothing about values.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from trnsim.chipspec import ChipSpec
+from trnsim.program import Instruction
+
+
+@dataclass(frozen=True)
+class DmaPlan:
+    """How one DMA instruction moves: queue, descriptor generation, chunks per engine."""
+
+    queue: str  # profiler queue name, e.g. qSyncIO
+    issuer: str  # engine whose queue triggers it: sync, scalar or gpsimd
+    dge: str  # none | hwdge | swdge
+    descriptors: int
+    nbytes: int
+    chunks: tuple[tuple[int, int], ...]  # (descriptors, bytes) per engine slot, in order
+    hbm_weight: int  # HBM operands (HBM->HBM streams count twice)
+    efficiency: float  # fraction of the engine rate (DMA transpose < 1)
+    hbm_read: int = 0
+    hbm_write: int = 0
+
+
+def _rows(instr: Instruction) -> int:
+    onchip = [o.partitions for o in instr.operands if o.region.space != "hbm"]
+    if onchip:
+        return max(onchip)
+    shape = instr.writes[0].shape if instr.writes else ()
+    return int(shape[0]) if len(shape) >= 2 else 1
+
+
+def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> DmaPlan:
+    """Split a dma_copy/dma_transpose record into descriptors and per-engine chunks."""
+    dge = str(instr.attrs.get("dge_mode") or "unknown")
+    if dge == "hwdge" and chip.dma.hwdge_blocks_per_core < 1:
+        dge = "none"
+    issuer = str(instr.attrs.get("queue_engine") or instr.attrs.get("engine") or "sync")
+    if dge == "swdge":
+        issuer = "gpsimd"
+    elif issuer not in ("sync", "scalar", "gpsimd"):
+        issuer = "sync"
+    name = {"sync": "Sync", "scalar": "Scalar", "gpsimd": "GpSimd"}[issuer]
+    queue = f"q{name}" + {"swdge": "Dynamic", "hwdge": "DynamicHW"}.get(dge, "IO")
+    read_bytes = sum(o.nbytes for o in instr.reads)
+    write_bytes = sum(o.nbytes for o in instr.writes)
+    nbytes = max(read_bytes, write_bytes, 1)
+    rows = max(1, _rows(instr))
+    row_bytes = -(-nbytes // rows)
+    runs = [min(max(1, o.contiguous_bytes), row_bytes) for o in instr.operands]
+    desc_per_row = -(-row_bytes // min(runs)) if runs else 1
+    engines = chip.dma.engines_per_core
+    per_engine = -(-rows // engines)
+    chunks = []
+    left = rows
+    while left > 0:
+        r = min(per_engine, left)
+        chunks.append((r * desc_per_row, min(r * row_bytes, nbytes - (rows - left) * row_bytes)))
+        left -= r
+    hbm_reads = [o.nbytes for o in instr.reads if o.region.space == "hbm"]
+    hbm_writes = [o.nbytes for o in instr.writes if o.region.space == "hbm"]
+    eff = 1.0
+    if transpose:
+        src_hbm = any(o.region.space == "hbm" for o in instr.reads)
+        eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
+    return DmaPlan(queue, issuer, dge, rows * desc_per_row, nbytes, tuple(chunks),
+                   len(hbm_reads) + len(hbm_writes), eff, sum(hbm_reads), sum(hbm_writes))
+
+
+@dataclass(slots=True)
+class Chunk:
+    """One transfer's share on one DMA engine; start/end ticks filled in as it runs."""
+
+    transfer: int  # instruction index
+    core: int
+    engine: int
+    queue: str
+    descriptors: int
+    nbytes: int
+    hbm_weight: int
+    rate: float  # bytes per tick, unshared
+    start: int = -1
+    stream_start: int = -1  # descriptor overheads paid, data starts moving
+    end: int = -1
+    # fluid state while streaming
+    remaining: float = 0.0
+    cur_rate: float = 0.0
+    since: int = 0
+    version: int = 0
+
+
+@dataclass
+class _Engine:
+    queues: dict[str, deque[Chunk]] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    last: int = -1
+    busy: bool = False
+
+
+class DmaSystem:
+    """Every DMA engine of every core and the chip's shared HBM bandwidth, in event time."""
+
+    def __init__(self, chip: ChipSpec, ticks_per_ns: float, cores: int | None = None):
+        self.chip = chip
+        self.ticks_per_ns = ticks_per_ns
+        self.hbm_cap = chip.hbm.bandwidth_gbps / ticks_per_ns  # bytes per tick
+        self.desc_ticks = chip.dma.descriptor_overhead_ns * ticks_per_ns
+        self._heap: list[tuple[int, int, int, object]] = []
+        self._seq = 0
+        self._engines: dict[tuple[int, int], _Engine] = {}
+        self._active: dict[int, Chunk] = {}  # id -> streaming chunk touching HBM, join order
+        self._demand = 0.0  # HBM bytes per tick the active streams would move unshared
+        self._scaled = False
+        # When every engine of every core streaming at once cannot exceed the HBM bandwidth,
+        # sharing never binds and a chunk's end is known when it starts.
+        n_cores = chip.cores_per_chip if cores is None else cores
+        worst = n_cores * chip.dma.engines_per_core * chip.dma.engine_bytes_per_ns * 2
+        self.uncapped = worst <= chip.hbm.bandwidth_gbps
+        self._free: dict[tuple[int, int], int] = {}  # uncapped: engine -> tick it frees up
+        self._left: dict[int, int] = {}  # transfer -> chunks not finished
+        self._next_engine: dict[tuple[int, str], int] = {}
+        self.chunks: list[Chunk] = []
+        self.pending_samples: list[tuple[int, int]] = [(0, 0)]  # (tick, transfers in flight)
+
+    def _push(self, t: int, kind: int, obj: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, obj))
+
+    def submit(self, transfer: int, core: int, plan: DmaPlan, ready: int) -> None:
+        """Transfer `transfer` (an instruction index) may start moving data at tick `ready`."""
+        rate = self.chip.dma.engine_bytes_per_ns * plan.efficiency / self.ticks_per_ns
+        n_eng = self.chip.dma.engines_per_core
+        first = self._next_engine.get((core, plan.queue), 0)
+        self._next_engine[(core, plan.queue)] = (first + len(plan.chunks)) % n_eng
+        chunks = [Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight,
+                        rate) for i, (d, b) in enumerate(plan.chunks)]
+        self._left[transfer] = len(chunks)
+        self._push(ready, 0, chunks)
+
+    @property
+    def idle(self) -> bool:
+        return not self._heap
+
+    def step(self) -> list[tuple[int, int]]:
+        """Process every event at the earliest time; return finished transfers (index, tick)."""
+        done: list[tuple[int, int]] = []
+        t = self._heap[0][0]
+        while self._heap and self._heap[0][0] == t:
+            _, _, kind, obj = heapq.heappop(self._heap)
+            if kind == 0:
+                if self.uncapped:
+                    self._arrive_uncapped(t, obj)  # type: ignore[arg-type]
+                else:
+                    self._arrive(t, obj)  # type: ignore[arg-type]
+            elif kind == 3:
+                done.append((obj, t))  # type: ignore[arg-type]
+                self.pending_samples.append((t, self.pending_samples[-1][1] - 1))
+            elif kind == 1:
+                self._stream(t, obj)  # type: ignore[arg-type]
+            else:
+                chunk, version = obj  # type: ignore[misc]
+                if version == chunk.version:
+                    self._finish(t, chunk, done)
+        return done
+
+    def _arrive_uncapped(self, t: int, chunks: list[Chunk]) -> None:
+        """Without HBM contention each engine's schedule follows from arrivals alone: chunks are
+        served in arrival order (queues are not interleaved round-robin on this path)."""
+        self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
+        free, desc = self._free, self.desc_ticks
+        last = t
+        for c in chunks:
+            key = (c.core, c.engine)
+            c.start = max(t, free.get(key, 0))
+            c.stream_start = c.start + math.ceil(c.descriptors * desc)
+            c.end = free[key] = c.stream_start + math.ceil(c.nbytes / c.rate)
+            last = max(last, c.end)
+        self.chunks.extend(chunks)
+        del self._left[chunks[0].transfer]
+        self._push(last, 3, chunks[0].transfer)
+
+    def _arrive(self, t: int, chunks: list[Chunk]) -> None:
+        self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
+        for c in chunks:
+            eng = self._engines.get((c.core, c.engine))
+            if eng is None:
+                eng = self._engines[(c.core, c.engine)] = _Engine()
+            q = eng.queues.get(c.queue)
+            if q is None:
+                q = eng.queues[c.queue] = deque()
+                eng.order.append(c.queue)
+            q.append(c)
+            if not eng.busy:
+                self._start_next(t, eng)
+
+    def _start_next(self, t: int, eng: _Engine) -> None:
+        n = len(eng.order)
+        for k in range(1, n + 1):
+            i = (eng.last + k) % n
+            q = eng.queues[eng.order[i]]
+            if q:
+                c = q.popleft()
+                eng.last, eng.busy = i, True
+                c.start = t
+                self.chunks.append(c)
+                t_stream = c.stream_start = t + math.ceil(c.descriptors * self.desc_ticks)
+                if self.uncapped or c.hbm_weight == 0:
+                    c.cur_rate = c.rate
+                    self._push(t_stream + math.ceil(c.nbytes / c.rate), 2, (c, c.version))
+                else:
+                    self._push(t_stream, 1, c)
+                return
+        eng.busy = False
+
+    def _stream(self, t: int, c: Chunk) -> None:
+        c.remaining = float(c.nbytes)
+        c.since = t
+        self._active[id(c)] = c
+        self._demand += c.rate * c.hbm_weight
+        self._reshare(t, c)
+
+    def _finish(self, t: int, c: Chunk, done: list[tuple[int, int]]) -> None:
+        c.end = t
+        if id(c) in self._active:
+            del self._active[id(c)]
+            self._demand -= c.rate * c.hbm_weight
+            self._reshare(t, None)
+        self._left[c.transfer] -= 1
+        if self._left[c.transfer] == 0:
+            del self._left[c.transfer]
+            done.append((c.transfer, t))
+            self.pending_samples.append((t, self.pending_samples[-1][1] - 1))
+        self._start_next(t, self._engines[(c.core, c.engine)])
+
+    def _reshare(self, t: int, new: Chunk | None) -> None:
+        """Re-solve HBM sharing after a stream joined (`new`) or left."""
+        demand = self._demand if self._active else 0.0
+        scale = min(1.0, self.hbm_cap / demand) if demand > 1e-12 else 1.0
+        scaled = scale < 1.0
+        if scaled or self._scaled:
+            for c in self._active.values():
+                if c is not new:
+                    c.remaining -= c.cur_rate * (t - c.since)
+                    c.since = t
+                self._set_rate(t, c, c.rate * scale)
+        elif new is not None:
+            self._set_rate(t, new, new.rate)
+        self._scaled = scaled
+
+    def _set_rate(self, t: int, c: Chunk, rate: float) -> None:
+        c.cur_rate = rate
+        c.version += 1
+        self._push(t + max(0, math.ceil(c.remaining / rate - 1e-9)), 2, (c, c.version))

@@ -1,0 +1,65 @@
+"""TensorE throttling (Trn2/Trn3): a utilization cap that ramps up and re-engages after idling.
+
+Documented behaviour (trainium-hw.md B.2, NX-SUMMARY, NX-GLOSS): the Tensor Engine starts at
+about 50 % of its maximum utilization and ramps to 100 % over ~3 us; if utilization falls below
+50 % within any ~3 us window, the cap re-engages. Modelled as a cap c(t) = f0 + (1 - f0) *
+min(1, (t - ramp_start) / ramp) that stretches every MultiplyMoving's II by 1 / c(t); the ramp
+restarts when the busy fraction of the trailing window (since the ramp began) drops below the
+threshold. Knows nothing about instructions beyond their start and II.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from trnsim.chipspec import ThrottleSpec
+
+
+class Throttle:
+    """One core's TensorE cap. `stretch` is called in issue order with each MM's start and II."""
+
+    def __init__(self, spec: ThrottleSpec, ticks_per_ns: float):
+        self.enabled = spec.enabled
+        self.f0 = spec.initial_fraction
+        self.ramp = max(1, round(spec.ramp_ns * ticks_per_ns))
+        self.window = max(1, round(spec.window_ns * ticks_per_ns))
+        self.threshold = spec.reengage_below
+        self.ramp_start: int | None = None
+        self._busy: deque[tuple[int, int]] = deque()
+        self.throttled_ticks = 0
+        self.samples: list[tuple[int, float]] = []  # (tick, cap) when the cap changes
+
+    def cap(self, t: int) -> float:
+        if not self.enabled or self.ramp_start is None:
+            return 1.0
+        return self.f0 + (1 - self.f0) * min(1.0, (t - self.ramp_start) / self.ramp)
+
+    def _utilization(self, t: int) -> float | None:
+        lo = max(t - self.window, self.ramp_start or 0)
+        busy = self._busy
+        while busy and busy[0][1] <= t - self.window:
+            busy.popleft()
+        if t - lo < self.window // 2:
+            return None  # too little history since the ramp began to judge
+        used = sum(min(e, t) - max(s, lo) for s, e in busy if e > lo and s < t)
+        return used / (t - lo)
+
+    def stretch(self, start: int, ii: int) -> int:
+        """The II in ticks of a MultiplyMoving issued at `start`, after the cap."""
+        if not self.enabled:
+            return ii
+        if self.ramp_start is None:
+            self.ramp_start = start
+        else:
+            util = self._utilization(start)
+            if util is not None and util < self.threshold:
+                self.ramp_start = start
+        cap = self.cap(start)
+        out = math.ceil(ii / cap)
+        self.throttled_ticks += out - ii
+        self._busy.append((start, start + out))
+        pct = round(cap * 100)
+        if not self.samples or round(self.samples[-1][1] * 100) != pct:
+            self.samples.append((start, cap))
+        return out
