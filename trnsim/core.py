@@ -128,8 +128,8 @@ class NeuronCore:
     def _mark_psum_written(self, spec: Any, tensors: Mapping[str, Any]) -> None:
         """Any write to PSUM marks its fp32 words written: nc_matmul(accumulate=None) adds onto
         written words and overwrites the rest; a fresh PSUM allocation clears them
-        (semantics/matmul.py)."""
-        from trnsim.semantics.matmul import psum_words
+        (semantics/_tensor_rules.py)."""
+        from trnsim.semantics._tensor_rules import psum_words
 
         for k, v in tensors.items():
             ospec = spec.operands.get(k)
@@ -173,6 +173,8 @@ class NeuronCore:
                             attrs=simple_attrs, loc=loc, name=name or "", loops=loops,
                             deps=deps)
         self.device.program.append(instr)
+        if self.device.progress is not None and instr.index % 2048 == 0:
+            self.device.progress(instr.index)
         return instr
 
 
@@ -207,6 +209,7 @@ class Device:
         self.hbm = HBM(chip.hbm.capacity_bytes)
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
+        self.progress: Any = None  # optional callback(instruction count) for progress displays
 
     def core(self, index: int) -> NeuronCore:
         if not 0 <= index < self.chip.cores_per_chip:

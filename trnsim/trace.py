@@ -324,3 +324,53 @@ def read_perfetto(path: str) -> Any:
     with open(path, "rb") as f:
         t.ParseFromString(f.read())
     return t
+
+
+def trace_from_perfetto(path: str) -> Trace:
+    """Rebuild a Trace (tracks, slices, counters) from a .pftrace written by `Trace.save`."""
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+    t = read_perfetto(path)
+    names: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    counter_tracks: dict[int, str] = {}
+    for p in t.packet:
+        if p.HasField("track_descriptor"):
+            td = p.track_descriptor
+            names[td.uuid] = td.process.process_name if td.HasField("process") else td.name
+            if td.HasField("parent_uuid"):
+                parents[td.uuid] = td.parent_uuid
+            if td.HasField("counter"):
+                counter_tracks[td.uuid] = td.counter.unit_name
+    tracks: list[tuple[str, str]] = []
+    slices: list[Slice] = []
+    points: dict[int, list[tuple[float, float]]] = {}
+    open_: dict[int, list[tuple[int, Any]]] = {}
+    for p in t.packet:
+        if not p.HasField("track_event"):
+            continue
+        ev = p.track_event
+        u = ev.track_uuid
+        if ev.type == pb.TrackEvent.Type.TYPE_COUNTER:
+            points.setdefault(u, []).append((float(p.timestamp), ev.double_counter_value))
+        elif ev.type == pb.TrackEvent.Type.TYPE_SLICE_BEGIN:
+            open_.setdefault(u, []).append((p.timestamp, ev))
+        elif ev.type == pb.TrackEvent.Type.TYPE_SLICE_END and open_.get(u):
+            start, b = open_[u].pop()
+            track = names[u].split(" #")[0]
+            group = names.get(parents.get(u, -1), "")
+            if (track, group) not in tracks:
+                tracks.append((track, group))
+            args = {a.name: (a.string_value or a.int_value or a.double_value)
+                    for a in b.debug_annotations}
+            src = None
+            if b.HasField("source_location"):
+                sl = b.source_location
+                src = (sl.file_name, sl.line_number, sl.function_name)
+            slices.append(Slice(len(slices) + 1, track, b.name, float(start), float(p.timestamp),
+                                b.categories[0] if b.categories else "", args, src))
+    counters = [Counter(names[u], counter_tracks.get(u, ""), tuple(pts),
+                        names.get(parents.get(u, -1), "")) for u, pts in points.items()]
+    end = max((s.end_ns for s in slices), default=0.0)
+    return Trace(tracks, slices, counters, {"total_time_us": end / 1000.0,
+                                            "kernel": os.path.basename(path)})

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from trnsim.errors import ConstraintError, UnsupportedError
-from trnsim.nki import loops
 from trnsim.nki.runner import run_kernel
 
 
@@ -153,7 +152,7 @@ def _row_copy_kernel(loop):
 
 
 def _dynamic_range_loop(n, body):
-    for i in loops.dynamic_range(n):
+    for i in nl.dynamic_range(n):
         body(i)
 
 
@@ -161,9 +160,9 @@ def _dynamic_range_loop(n, body):
     ("loop", "rows"),
     [
         pytest.param(_dynamic_range_loop, [0, 1, 2, 3, 4], id="dynamic_range"),
-        pytest.param(lambda n, body: loops.fori_loop(0, n, body), [0, 1, 2, 3, 4], id="fori_loop"),
+        pytest.param(lambda n, body: nl.fori_loop(0, n, body), [0, 1, 2, 3, 4], id="fori_loop"),
         pytest.param(
-            lambda n, body: loops.fori_loop(1, n, body, step=2), [1, 3], id="fori_loop-step2"
+            lambda n, body: nl.fori_loop(1, n, body, step=2), [1, 3], id="fori_loop-step2"
         ),
     ],
 )
@@ -180,7 +179,7 @@ def test_dynamic_range_runs_the_body_once_per_iteration_and_records_branches():
 
     def kernel():
         r = nisa.register_alloc(4)
-        for i in loops.dynamic_range(1, r):
+        for i in nl.dynamic_range(1, r):
             calls.append(i.value)
         return store_registers(r)
 
@@ -195,7 +194,7 @@ def test_dynamic_range_runs_the_body_once_per_iteration_and_records_branches():
 def test_loop_context_is_recorded_on_body_instructions():
     def kernel():
         t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
-        for i in loops.dynamic_range(3):
+        for i in nl.dynamic_range(3):
             nisa.register_store(t, i)
         return store_registers(nisa.register_alloc(0))
 
@@ -212,7 +211,7 @@ def test_timing_only_run_keeps_register_trip_counts():
     def kernel():
         r = nisa.register_alloc()
         nisa.register_move(r, 6)
-        loops.fori_loop(0, r, lambda i: nisa.register_move(nisa.register_alloc(), i))
+        nl.fori_loop(0, r, lambda i: nisa.register_move(nisa.register_alloc(), i))
         return None
 
     kr = run_kernel(kernel, (), {}, chip="trn3", values=False)
@@ -233,7 +232,7 @@ def test_while_loop_counts_down():
             nisa.register_move(acc, r)
             return r - 1
 
-        loops.while_loop(n, body)
+        nl.while_loop(n, body)
         return store_registers(acc), seen
 
     out, seen = run(kernel, np.array([[3]], np.int32))
@@ -245,7 +244,7 @@ def test_while_loop_with_zero_init_never_runs():
     def kernel():
         z = nisa.register_alloc(0)
         hits = []
-        loops.while_loop(z, lambda r: hits.append(1) or r)
+        nl.while_loop(z, lambda r: hits.append(1) or r)
         return hits
 
     assert run(kernel) == []
@@ -271,7 +270,7 @@ def test_while_register_loop():
 # ---------------------------------------------------------------- rules
 def test_dynamic_range_induction_variable_is_read_only():
     def kernel():
-        for i in loops.dynamic_range(2):
+        for i in nl.dynamic_range(2):
             nisa.register_move(i, 0)  # ERR
 
     with pytest.raises(ConstraintError, match="read-only") as exc:
@@ -338,7 +337,7 @@ def test_register_move_dst_must_be_a_register():
 @pytest.mark.parametrize("step", [0, -1, 1.5])
 def test_loop_step_must_be_a_positive_int(step):
     def kernel():
-        loops.fori_loop(0, 4, lambda i: None, step=step)  # ERR
+        nl.fori_loop(0, 4, lambda i: None, step=step)  # ERR
 
     with pytest.raises(ConstraintError, match="compile-time positive integer") as exc:
         run(kernel)
@@ -347,7 +346,7 @@ def test_loop_step_must_be_a_positive_int(step):
 
 def test_loop_bound_must_be_int_or_register():
     def kernel():
-        for _ in loops.dynamic_range(2.5):  # ERR
+        for _ in nl.dynamic_range(2.5):  # ERR
             pass
 
     with pytest.raises(ConstraintError, match="int or a register") as exc:
@@ -357,7 +356,7 @@ def test_loop_bound_must_be_int_or_register():
 
 def test_while_loop_body_must_return_a_register():
     def kernel():
-        loops.while_loop(nisa.register_alloc(1), lambda r: 0)  # ERR
+        nl.while_loop(nisa.register_alloc(1), lambda r: 0)  # ERR
 
     with pytest.raises(ConstraintError, match="next condition register") as exc:
         run(kernel)

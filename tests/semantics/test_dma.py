@@ -782,3 +782,94 @@ def test_unknown_instruction_variant_is_not_silently_accepted():
 
     with pytest.raises(TypeError, match="dst_rmw_op"):
         run(kernel, np.zeros((4, 8), np.float32))
+
+
+def _indirect_transpose_error(rows, cols, idx_p, idx_dtype, dtype, **kw):
+    def kernel(s):
+        i_sb = nl.ndarray((idx_p, 1), idx_dtype, buffer=nl.sbuf)
+        nisa.memset(dst=i_sb, value=0)
+        v = s.ap([[cols, idx_p], [1, cols]], vector_offset=i_sb)
+        t = nl.ndarray((cols, idx_p), dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=t, src=v, **kw)  # ERR
+        return s
+
+    return kernel
+
+
+@pytest.mark.parametrize(
+    ("cols", "idx_p", "idx_dtype", "np_dtype", "kw", "match"),
+    [
+        pytest.param(
+            32,
+            16,
+            nl.uint32,
+            ml_dtypes.bfloat16,
+            {"dge_mode": nisa.dge_mode.hwdge},
+            "takes dge_mode unknown or swdge",
+            id="hwdge",
+        ),
+        pytest.param(32, 16, nl.uint32, np.float32, {}, "2-byte dtypes only", id="fp32"),
+        pytest.param(32, 8, nl.uint32, ml_dtypes.bfloat16, {}, "a multiple of 16", id="rows"),
+        pytest.param(32, 16, nl.int32, ml_dtypes.bfloat16, {}, "uint32 indices", id="idx-dtype"),
+    ],
+)
+def test_dma_transpose_indirect_rules(cols, idx_p, idx_dtype, np_dtype, kw, match):
+    dtype = nl.bfloat16 if np_dtype is ml_dtypes.bfloat16 else nl.float32
+    kernel = _indirect_transpose_error(64, cols, idx_p, idx_dtype, dtype, **kw)
+    with pytest.raises(ConstraintError, match=match) as exc:
+        run(kernel, np.zeros((64, cols), np_dtype))
+    assert_at_user_line(exc)
+
+
+def test_dma_compute_vector_form_takes_two_sources():
+    def kernel(b):
+        i_sb = nl.ndarray((2, 1), nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=i_sb, value=0)
+        u = nl.ndarray((2, 2), nl.float32, buffer=nl.sbuf)
+        tgt = b.ap([[2, 2], [1, 2]], vector_offset=i_sb)
+        nisa.dma_compute(dst=tgt, srcs=[tgt, u, u], reduce_op=nl.add)  # ERR
+        return b
+
+    with pytest.raises(ConstraintError, match="exactly two sources") as exc:
+        run(kernel, np.zeros((4, 2), np.float32))
+    assert_at_user_line(exc)
+
+
+def test_dma_compute_rejects_packed_dtypes():
+    def kernel(x):
+        t = nl.ndarray((4, 8), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        nisa.dma_compute(dst=t, srcs=[x, x], reduce_op=nl.add)  # ERR
+        return x
+
+    with pytest.raises(ConstraintError, match="unpacked dtypes only") as exc:
+        run(kernel, np.zeros((4, 8), np.float32))
+    assert_at_user_line(exc)
+
+
+def test_dst_rmw_op_needs_oob_mode_error():
+    def kernel(x, ix):
+        i_sb = nl.ndarray((2, 1), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=i_sb, src=ix)
+        t = nl.ndarray((2, 4), nl.float32, buffer=nl.sbuf)
+        v = x.ap([[4, 2], [1, 4]], vector_offset=i_sb)
+        _issue(
+            "dma_copy", None, dst=v, src=t, dst_rmw_op=np.add, oob_mode=nisa.oob_mode.skip
+        )  # ERR
+        return x
+
+    with pytest.raises(ConstraintError, match=r"needs oob_mode\.error") as exc:
+        run(kernel, np.zeros((4, 4), np.float32), np.zeros((2, 1), np.int32))
+    assert_at_user_line(exc)
+
+
+def test_dma_rejects_compute_engine_tensor_indirection():
+    def kernel(x):
+        idx = nl.ndarray((4, 2), nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=idx, value=0)
+        s = nl.ndarray((4, 8), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s.indirect(idx, num_elem=8), src=x)  # ERR
+        return x
+
+    with pytest.raises(ConstraintError, match="tensor indirection") as exc:
+        run(kernel, np.zeros((4, 8), np.float32))
+    assert_at_user_line(exc)

@@ -502,3 +502,42 @@ def test_iota_int32_math_wraps():
         return store(z)
 
     np.testing.assert_array_equal(run(kernel), np.array([[2**31 - 1, -(2**31)]] * 2, np.int32))
+
+
+def test_tensor_scalar_int32_arithmetic_goes_through_fp32():
+    a = np.array([[2**24 + 1, 3, -7, 2**31 - 1]] * 4, np.int32)
+
+    def kernel(a):
+        z = tile(a.shape, nl.int32)
+        nisa.tensor_scalar(dst=z, data=load(a), op0=op("add"), operand0=0.5)
+        return store(z)
+
+    ref = rne_int(a.astype(np.float32) + np.float32(0.5), np.int32)
+    np.testing.assert_array_equal(run(kernel, a), ref)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_sweep_tensor_tensor_and_scalar_random_shapes(seed):
+    rng = np.random.default_rng(seed)
+    parts = int(rng.choice([1, 32, 64, 128]))
+    free = tuple(int(x) for x in rng.integers(1, 9, int(rng.integers(1, 4))))
+    dtype = [np.float32, np.float16, BF16][seed % 3]
+    name = ["add", "subtract", "multiply", "maximum", "minimum"][seed % 5]
+    a = rng.standard_normal((parts, *free)).astype(dtype)
+    b = rng.standard_normal((parts, *free)).astype(dtype)
+    out = run(_tt_kernel(name, "psum" if seed % 2 else "sbuf"), a, b)
+    np.testing.assert_array_equal(out, _binary_ref(name, a, b).astype(np.float32).astype(dtype))
+
+
+def test_comparisons_write_one_zero_in_dst_dtype():
+    a = np.array([[1.0, 2.0, 3.0, np.nan]] * 4, np.float32)
+    b = np.array([[1.0, 1.0, 4.0, 0.0]] * 4, np.float32)
+    out = run(_tt_kernel("greater_equal", out_dtype=nl.uint8), a, b)
+    np.testing.assert_array_equal(out, np.array([[1, 1, 0, 0]] * 4, np.uint8))
+    # int32 on GpSimd compares exactly even where fp32 could not tell the values apart
+    x = np.array([[2**24 + 1, 5, -3, 0]] * 4, np.int32)
+    y = np.array([[2**24, 5, -2, 0]] * 4, np.int32)
+    np.testing.assert_array_equal(
+        run(_tt_kernel("greater"), x, y), np.array([[1, 0, 0, 0]] * 4, np.int32)
+    )

@@ -81,11 +81,19 @@ def _mm_kernel(a, b):
 
 
 @pytest.mark.parametrize("chip", ["trn1", "trn2", "trn3"])
-@pytest.mark.parametrize(("sdt", "mdt"), [
-    (np.float32, np.float32), (ml_dtypes.bfloat16, ml_dtypes.bfloat16),
-    (np.float16, np.float16), (ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3),
-    (ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2), (ml_dtypes.bfloat16, ml_dtypes.float8_e5m2),
-    (np.float16, ml_dtypes.bfloat16)], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize(
+    ("sdt", "mdt"),
+    [
+        (np.float32, np.float32),
+        (ml_dtypes.bfloat16, ml_dtypes.bfloat16),
+        (np.float16, np.float16),
+        (ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3),
+        (ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2),
+        (ml_dtypes.bfloat16, ml_dtypes.float8_e5m2),
+        (np.float16, ml_dtypes.bfloat16),
+    ],
+    ids=lambda d: np.dtype(d).name,
+)
 def test_nc_matmul_matches_float64_reference(rng, chip, sdt, mdt):
     """dst = stationary.T @ moving for every input dtype pair (fp32 accumulation)."""
     a, b = _rand(rng, (128, 96), sdt), _rand(rng, (128, 512), mdt)
@@ -165,23 +173,28 @@ def _k_tiles_kernel(modes):
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 256), nl.float32, buffer=nl.psum)
         for k in range(4):
-            nisa.nc_matmul(ps, at[k * 32:(k + 1) * 32, :], bt[k * 32:(k + 1) * 32, :],
-                           accumulate=modes[k])
+            nisa.nc_matmul(
+                ps, at[k * 32 : (k + 1) * 32, :], bt[k * 32 : (k + 1) * 32, :], accumulate=modes[k]
+            )
         return store(ps)
 
     return kernel
 
 
-@pytest.mark.parametrize(("modes", "tiles"), [
-    ((None, None, None, None), (0, 1, 2, 3)),
-    ((False, True, True, True), (0, 1, 2, 3)),
-    ((None, False, None, True), (1, 2, 3)),
-    ((False, False, False, False), (3,)),
-], ids=["auto", "false-then-true", "restart-mid-group", "overwrite"])
+@pytest.mark.parametrize(
+    ("modes", "tiles"),
+    [
+        ((None, None, None, None), (0, 1, 2, 3)),
+        ((False, True, True, True), (0, 1, 2, 3)),
+        ((None, False, None, True), (1, 2, 3)),
+        ((False, False, False, False), (3,)),
+    ],
+    ids=["auto", "false-then-true", "restart-mid-group", "overwrite"],
+)
 def test_psum_accumulation_over_k_tiles(rng, modes, tiles):
     """fp32 PSUM: each instruction's product rounds to fp32, then adds in fp32."""
     a, b = _rand(rng, (128, 64), ml_dtypes.bfloat16), _rand(rng, (128, 256), ml_dtypes.bfloat16)
-    parts = [ref_matmul(a[k * 32:(k + 1) * 32], b[k * 32:(k + 1) * 32]) for k in range(4)]
+    parts = [ref_matmul(a[k * 32 : (k + 1) * 32], b[k * 32 : (k + 1) * 32]) for k in range(4)]
     ref = parts[tiles[0]]
     for k in tiles[1:]:
         ref = ref + parts[k]  # fp32 + fp32
@@ -197,6 +210,7 @@ def test_accumulate_true_onto_never_written_psum_warns(rng):
 
 def test_auto_accumulation_is_tracked_per_element(rng):
     """Overlapping PSUM writes: the overlap adds, the fresh part overwrites."""
+
     def kernel(a, b):
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 384), nl.float32, buffer=nl.psum)
@@ -214,6 +228,7 @@ def test_auto_accumulation_is_tracked_per_element(rng):
 
 def test_auto_accumulation_adds_onto_psum_written_by_another_engine(rng):
     """Any write counts (GA: 'whether this PSUM location was previously written')."""
+
     def kernel(a, b):
         at, bt = load(a), load(b)
         ps = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
@@ -222,8 +237,7 @@ def test_auto_accumulation_adds_onto_psum_written_by_another_engine(rng):
         return store(ps)
 
     a, b = _rand(rng, (32, 32)), _rand(rng, (32, 64))
-    np.testing.assert_allclose(run(kernel, a, b), ref_matmul(a, b) + np.float32(1.5),
-                               rtol=F32_RTOL)
+    np.testing.assert_allclose(run(kernel, a, b), ref_matmul(a, b) + np.float32(1.5), rtol=F32_RTOL)
 
 
 def test_fresh_psum_allocation_restarts_auto_accumulation(rng):
@@ -246,6 +260,7 @@ def test_fresh_psum_allocation_restarts_auto_accumulation(rng):
 
 def test_tiled_matmul_ga_example_kernel(rng):
     """The GA tutorial shape: K = 512 accumulated in PSUM over 4 tiles of 128."""
+
     def matmul_kernel(lhs_t, rhs):
         k, m = lhs_t.shape
         n = rhs.shape[1]
@@ -254,8 +269,8 @@ def test_tiled_matmul_ga_example_kernel(rng):
         for kt in nl.affine_range(k // 128):
             lhs_tile = nl.ndarray((128, m), lhs_t.dtype, buffer=nl.sbuf)
             rhs_tile = nl.ndarray((128, n), rhs.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=lhs_tile, src=lhs_t[kt * 128:(kt + 1) * 128, 0:m])
-            nisa.dma_copy(dst=rhs_tile, src=rhs[kt * 128:(kt + 1) * 128, 0:n])
+            nisa.dma_copy(dst=lhs_tile, src=lhs_t[kt * 128 : (kt + 1) * 128, 0:m])
+            nisa.dma_copy(dst=rhs_tile, src=rhs[kt * 128 : (kt + 1) * 128, 0:n])
             nisa.nc_matmul(dst=res_psum, stationary=lhs_tile, moving=rhs_tile)
         res_sb = nl.ndarray((m, n), nl.float32, buffer=nl.sbuf)
         nisa.tensor_copy(dst=res_sb, src=res_psum)
@@ -265,12 +280,13 @@ def test_tiled_matmul_ga_example_kernel(rng):
     a, b = _rand(rng, (512, 128), ml_dtypes.bfloat16), _rand(rng, (512, 512), ml_dtypes.bfloat16)
     ref = ref_matmul(a[0:128], b[0:128])
     for kt in range(1, 4):
-        ref = ref + ref_matmul(a[kt * 128:(kt + 1) * 128], b[kt * 128:(kt + 1) * 128])
+        ref = ref + ref_matmul(a[kt * 128 : (kt + 1) * 128], b[kt * 128 : (kt + 1) * 128])
     for chip in ("trn2", "trn3"):
         out = run(matmul_kernel, a, b, chip=chip)
         np.testing.assert_allclose(out, ref, rtol=F32_RTOL)
-    np.testing.assert_allclose(out, a.astype(np.float64).T @ b.astype(np.float64), rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        out, a.astype(np.float64).T @ b.astype(np.float64), rtol=1e-4, atol=1e-4
+    )
 
 
 # ---------------------------------------------------------------- tiling and perf modes
@@ -278,19 +294,55 @@ def test_tiled_matmul_ga_example_kernel(rng):
 
 def test_tile_position_quadrants_land_in_their_psum_rows(rng):
     """Four 32x32 stationaries on the four column tiles of the PE array (trn2)."""
+
     def kernel(a, b):
         at, bt = load(a), load(b)
         ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
         for j in range(4):
-            nisa.nc_matmul(ps[32 * j:32 * (j + 1), :], at[0:32, 32 * j:32 * (j + 1)],
-                           bt[0:32, :], tile_position=(0, 32 * j), tile_size=(32, 32))
+            nisa.nc_matmul(
+                ps[32 * j : 32 * (j + 1), :],
+                at[0:32, 32 * j : 32 * (j + 1)],
+                bt[0:32, :],
+                tile_position=(0, 32 * j),
+                tile_size=(32, 32),
+            )
         return store(ps)
 
     a, b = _rand(rng, (32, 128)), _rand(rng, (32, 64))
     out = run(kernel, a, b, chip="trn2")
     for j in range(4):
-        np.testing.assert_allclose(out[32 * j:32 * (j + 1)],
-                                   ref_matmul(a[:, 32 * j:32 * (j + 1)], b), rtol=F32_RTOL)
+        np.testing.assert_allclose(
+            out[32 * j : 32 * (j + 1)], ref_matmul(a[:, 32 * j : 32 * (j + 1)], b), rtol=F32_RTOL
+        )
+
+
+def test_four_by_four_pe_quadrants_accumulate_per_column_tile(rng):
+    """Row tile i contracts K rows [32i, 32i+32); column tile j writes PSUM rows [32j, 32j+32);
+    the four row tiles of a column accumulate (accumulate=None) in that column's rows."""
+
+    def kernel(a, b):
+        at, bt = load(a), load(b)
+        ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        for i in range(4):
+            for j in range(4):
+                nisa.nc_matmul(
+                    ps[32 * j : 32 * (j + 1), :],
+                    at[32 * i : 32 * (i + 1), 32 * j : 32 * (j + 1)],
+                    bt[32 * i : 32 * (i + 1), :],
+                    tile_position=(32 * i, 32 * j),
+                    tile_size=(32, 32),
+                )
+        return store(ps)
+
+    a, b = _rand(rng, (128, 128)), _rand(rng, (128, 64))
+    out = run(kernel, a, b, chip="trn2")
+    for j in range(4):
+        ref = ref_matmul(a[0:32, 32 * j : 32 * (j + 1)], b[0:32])
+        for i in range(1, 4):
+            ref = ref + ref_matmul(
+                a[32 * i : 32 * (i + 1), 32 * j : 32 * (j + 1)], b[32 * i : 32 * (i + 1)]
+            )
+        np.testing.assert_allclose(out[32 * j : 32 * (j + 1)], ref, rtol=F32_RTOL)
 
 
 def test_row_tiles_on_trn1_use_64_row_halves(rng):
@@ -298,8 +350,7 @@ def test_row_tiles_on_trn1_use_64_row_halves(rng):
         at, bt = load(a), load(b)
         ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at[0:64, :], bt[0:64, :], tile_position=(0, 0), tile_size=(64, 128))
-        nisa.nc_matmul(ps, at[64:128, :], bt[64:128, :], tile_position=(64, 0),
-                       tile_size=(64, 128))
+        nisa.nc_matmul(ps, at[64:128, :], bt[64:128, :], tile_position=(64, 0), tile_size=(64, 128))
         return store(ps)
 
     a, b = _rand(rng, (128, 128)), _rand(rng, (128, 64))
@@ -328,8 +379,9 @@ def test_matmul_attrs_are_recorded_for_timing(rng):
     def kernel(a, b):
         at, bt = load(a), load(b)
         ps = nl.ndarray((32, 128), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(ps, at, bt, perf_mode=nisa.matmul_perf_mode.double_row,
-                       is_moving_onezero=True)
+        nisa.nc_matmul(
+            ps, at, bt, perf_mode=nisa.matmul_perf_mode.double_row, is_moving_onezero=True
+        )
         return store(ps)
 
     a = _rand(rng, (64, 2, 32), ml_dtypes.float8_e4m3)
@@ -400,6 +452,25 @@ def test_transpose_on_trn1_is_an_identity_matmul_that_spreads_nan(rng):
     np.testing.assert_array_equal(out[keep], x.T[keep])
 
 
+def test_is_transpose_on_trn1_is_only_a_hint(rng):
+    """NC-v2 has no transpose mode: an identity matmul in fp32 (dst float32), Inf spreads."""
+
+    def kernel(x, ident):
+        xt, it = load(x), load(ident)
+        ps = nl.ndarray((x.shape[1], x.shape[0]), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(ps, xt, it, is_transpose=True)
+        return store(ps)
+
+    x = _rand(rng, (32, 16), ml_dtypes.bfloat16)
+    x[3, 2] = np.inf
+    out = run(kernel, x, np.eye(32, dtype=ml_dtypes.bfloat16), chip="trn1")
+    assert out[2, 3] == np.inf
+    assert np.isnan(np.delete(out[2], 3)).all()  # inf * 0 = NaN
+    np.testing.assert_array_equal(
+        np.delete(out, 2, axis=0), np.delete(x.T.astype(np.float32), 2, axis=0)
+    )
+
+
 def test_nc_transpose_engines_and_default_choice(rng):
     from trnsim.nki.runner import run_kernel
 
@@ -438,8 +509,7 @@ def _mx_kernel(elem_dtype, dst_dtype, p):
         nisa.quantize_mx(dst=qs, src=s_sb, dst_scale=ss)
         nisa.quantize_mx(dst=qm, src=m_sb, dst_scale=sm)
         ps = nl.ndarray((qs.shape[1], qm.shape[1]), dst_dtype, buffer=nl.psum)
-        nisa.nc_matmul_mx(dst=ps, stationary=qs, moving=qm, stationary_scale=ss,
-                          moving_scale=sm)
+        nisa.nc_matmul_mx(dst=ps, stationary=qs, moving=qm, stationary_scale=ss, moving_scale=sm)
         return store(ps), store(qs), store(ss), store(qm), store(sm)
 
     return kernel
@@ -460,11 +530,13 @@ def _dequant(words: np.ndarray, scales: np.ndarray, elem) -> np.ndarray:
 def test_quantize_mx_then_matmul_mx_round_trip(rng, elem, emax, dst_dtype, p):
     m, n = 16, 64
     s_src = (rng.standard_normal((p, 4 * m)) * rng.uniform(0.01, 100, (p, 1))).astype(
-        ml_dtypes.bfloat16)
+        ml_dtypes.bfloat16
+    )
     m_src = rng.standard_normal((p, 4 * n)).astype(ml_dtypes.bfloat16)
     s_src[0:8, 0:4] = 0  # an all-zero group gets the smallest scale, 2^-127
-    out, qs, ss, qm, sm = run(_mx_kernel(getattr(nl, elem), getattr(nl, dst_dtype), p),
-                              s_src, m_src)
+    out, qs, ss, qm, sm = run(
+        _mx_kernel(getattr(nl, elem), getattr(nl, dst_dtype), p), s_src, m_src
+    )
     e = ml_dtypes.float8_e4m3fn if emax == 8 else ml_dtypes.float8_e5m2
     ds, dm = _dequant(qs, ss, e), _dequant(qm, sm, e)
     # scales: 2^(floor(log2(amax)) - (emax - 1)) per 8 partitions x 4 values
@@ -481,17 +553,22 @@ def test_quantize_mx_then_matmul_mx_round_trip(rng, elem, emax, dst_dtype, p):
     # the matmul: exact products of the dequantised values, rounded once
     ref = np.einsum("pmj,pnj->mn", ds, dm).astype(np.float32)
     if dst_dtype == "bfloat16":
-        np.testing.assert_array_equal(out.view(np.uint16),
-                                      ref.astype(ml_dtypes.bfloat16).view(np.uint16))
+        np.testing.assert_array_equal(
+            out.view(np.uint16), ref.astype(ml_dtypes.bfloat16).view(np.uint16)
+        )
     else:
         np.testing.assert_allclose(out, ref, rtol=F32_RTOL, atol=1e-30)
-    true = np.einsum("pmj,pnj->mn", s_src.astype(np.float64).reshape(p, m, 4),
-                     m_src.astype(np.float64).reshape(p, n, 4))
+    true = np.einsum(
+        "pmj,pnj->mn",
+        s_src.astype(np.float64).reshape(p, m, 4),
+        m_src.astype(np.float64).reshape(p, n, 4),
+    )
     assert np.abs(out.astype(np.float64) - true).max() < 0.1 * np.abs(true).max()
 
 
 def test_matmul_mx_mixes_fp4_with_fp8_and_accumulates(rng):
     """MXFP4 stationary x MXFP8 moving (allowed), twice into the same PSUM tile."""
+
     def kernel(qs, ss, qm, sm):
         a = nl.ndarray(qs.shape, nl.float4_e2m1fn_x4, buffer=nl.sbuf)
         c = nl.ndarray(qm.shape, nl.float8_e5m2_x4, buffer=nl.sbuf)
@@ -506,18 +583,20 @@ def test_matmul_mx_mixes_fp4_with_fp8_and_accumulates(rng):
     p = 64
     scodes = rng.integers(0, 16, size=(p, 8, 4), dtype=np.uint8)  # fp4: one nibble per value
     qs = (scodes.astype(np.uint16) << (4 * np.arange(4, dtype=np.uint16))).sum(
-        axis=-1, dtype=np.uint16)
+        axis=-1, dtype=np.uint16
+    )
     mvals = rng.standard_normal((p, 32, 4)).astype(ml_dtypes.float8_e5m2)
     qm = mvals.view(np.uint8).reshape(p, 32, 4).copy().view(np.uint32).reshape(p, 32)
     ss = rng.integers(120, 134, size=(p, 8), dtype=np.uint8)
     sm = rng.integers(120, 134, size=(p, 32), dtype=np.uint8)
     rows = 32 * (np.arange(p) // 32) + (np.arange(p) % 32) // 8
-    ds = scodes.view(ml_dtypes.float4_e2m1fn).astype(np.float64) * np.exp2(
-        ss[rows].astype(np.float64) - 127)[:, :, None]
+    ds = (
+        scodes.view(ml_dtypes.float4_e2m1fn).astype(np.float64)
+        * np.exp2(ss[rows].astype(np.float64) - 127)[:, :, None]
+    )
     dm = mvals.astype(np.float64) * np.exp2(sm[rows].astype(np.float64) - 127)[:, :, None]
     once = np.einsum("pmj,pnj->mn", ds, dm).astype(np.float32)
-    np.testing.assert_allclose(run(kernel, qs, ss, qm, sm), once + once, rtol=F32_RTOL,
-                               atol=1e-30)
+    np.testing.assert_allclose(run(kernel, qs, ss, qm, sm), once + once, rtol=F32_RTOL, atol=1e-30)
 
 
 def _raw_copy(dst_tile, src_hbm):
@@ -526,8 +605,9 @@ def _raw_copy(dst_tile, src_hbm):
 
     stage = nl.ndarray(src_hbm.shape, src_hbm.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=stage, src=src_hbm)
-    raw = type(dst_tile)(dst_tile.buffer, Layout(stage.dtype, dst_tile.offset, dst_tile.shape,
-                                                 dst_tile.strides))
+    raw = type(dst_tile)(
+        dst_tile.buffer, Layout(stage.dtype, dst_tile.offset, dst_tile.shape, dst_tile.strides)
+    )
     nisa.tensor_copy(dst=raw, src=stage)
 
 
@@ -543,8 +623,14 @@ def test_error_moving_free_size_on_trn2():
         at, bt = load(a), load(b)
         ps = nl.ndarray((128, 640), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(n=640), r"operand 'moving' has free size 640; at most 512 "
-                 r"\(gemm_moving_fmax\)", chip="trn2")
+
+    expect_error(
+        kernel,
+        _ab(n=640),
+        r"operand 'moving' has free size 640; at most 512 "
+        r"\(gemm_moving_fmax\)",
+        chip="trn2",
+    )
 
 
 def test_error_moving_free_size_on_trn3_depends_on_dst_dtype():
@@ -552,8 +638,12 @@ def test_error_moving_free_size_on_trn3_depends_on_dst_dtype():
         at, bt = load(a), load(b)
         ps = nl.ndarray((8, 4096), nl.float32, buffer=nl.psum)  # the most PSUM can hold
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=16, m=8, n=4608, dtype=ml_dtypes.bfloat16),
-                 r"free size 4608; at most 4096 \(gemm_moving_fmax for a float32 dst\)")
+
+    expect_error(
+        kernel,
+        _ab(k=16, m=8, n=4608, dtype=ml_dtypes.bfloat16),
+        r"free size 4608; at most 4096 \(gemm_moving_fmax for a float32 dst\)",
+    )
 
 
 def test_error_stationary_free_size():
@@ -561,8 +651,10 @@ def test_error_stationary_free_size():
         at, bt = load(a), load(b)
         ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=160, n=64),
-                 r"operand 'stationary' has free size 160; at most 128")
+
+    expect_error(
+        kernel, _ab(k=32, m=160, n=64), r"operand 'stationary' has free size 160; at most 128"
+    )
 
 
 def test_error_contraction_partitions_differ():
@@ -570,8 +662,13 @@ def test_error_contraction_partitions_differ():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt[0:32, :])  # BAD
-    expect_error(kernel, _ab(k=64, m=64, n=64), r"same partition count: got stationary=64, "
-                 r"moving=32")
+
+    expect_error(
+        kernel,
+        _ab(k=64, m=64, n=64),
+        r"same partition count: got stationary=64, "
+        r"moving=32",
+    )
 
 
 def test_error_dst_shape():
@@ -579,8 +676,13 @@ def test_error_dst_shape():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=64), r"dst has 64 partitions x 128 elements.*the "
-                 r"result is \[64, 64\]")
+
+    expect_error(
+        kernel,
+        _ab(k=32, m=64, n=64),
+        r"dst has 64 partitions x 128 elements.*the "
+        r"result is \[64, 64\]",
+    )
 
 
 def test_error_dst_in_sbuf():
@@ -588,6 +690,7 @@ def test_error_dst_in_sbuf():
         at, bt = load(a), load(b)
         out = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
         nisa.nc_matmul(out, at, bt)  # BAD
+
     expect_error(kernel, _ab(k=32, m=64, n=64), r"operand 'dst' is in sbuf; allowed: psum")
 
 
@@ -596,8 +699,12 @@ def test_error_integer_inputs():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=64, dtype=np.int8),
-                 r"operand 'stationary' has dtype int8; allowed on trn3: float8_e4m3")
+
+    expect_error(
+        kernel,
+        _ab(k=32, m=64, n=64, dtype=np.int8),
+        r"operand 'stationary' has dtype int8; allowed on trn3: float8_e4m3",
+    )
 
 
 def test_error_fp32_paired_with_bf16():
@@ -605,8 +712,13 @@ def test_error_fp32_paired_with_bf16():
         at, bt = load(a), load(b, nl.bfloat16)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=64), r"stationary is float32 and moving is bfloat16;"
-                 r" a float32/tfloat32 operand must be paired with float32/tfloat32")
+
+    expect_error(
+        kernel,
+        _ab(k=32, m=64, n=64),
+        r"stationary is float32 and moving is bfloat16;"
+        r" a float32/tfloat32 operand must be paired with float32/tfloat32",
+    )
 
 
 def test_error_mixing_e4m3_flavours():
@@ -614,6 +726,7 @@ def test_error_mixing_e4m3_flavours():
         at, bt = load(a, nl.float8_e4m3), load(b, nl.float8_e4m3fn)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
+
     expect_error(kernel, _ab(k=32, m=64, n=64), r"mix float8_e4m3 \(legacy\) and float8_e4m3fn")
 
 
@@ -622,8 +735,10 @@ def test_error_e4m3fn_before_trn3():
         at, bt = load(a, nl.float8_e4m3fn), load(b, nl.float8_e4m3fn)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=64), r"dtype float8_e4m3fn; allowed on trn2",
-                 chip="trn2")
+
+    expect_error(
+        kernel, _ab(k=32, m=64, n=64), r"dtype float8_e4m3fn; allowed on trn2", chip="trn2"
+    )
 
 
 def test_error_bf16_dst_before_trn3():
@@ -631,8 +746,10 @@ def test_error_bf16_dst_before_trn3():
         at, bt = load(a, nl.bfloat16), load(b, nl.bfloat16)
         ps = nl.ndarray((64, 64), nl.bfloat16, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=64), r"nc_matmul dst dtype must be float32 on gen3",
-                 chip="trn2")
+
+    expect_error(
+        kernel, _ab(k=32, m=64, n=64), r"nc_matmul dst dtype must be float32 on gen3", chip="trn2"
+    )
 
 
 def test_error_dst_crosses_psum_bank_on_trn2():
@@ -640,8 +757,8 @@ def test_error_dst_crosses_psum_bank_on_trn2():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 1024), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps[:, 256:768], at, bt)  # BAD
-    expect_error(kernel, _ab(k=32, m=64, n=512), r"crossing a 2048-byte bank boundary",
-                 chip="trn2")
+
+    expect_error(kernel, _ab(k=32, m=64, n=512), r"crossing a 2048-byte bank boundary", chip="trn2")
 
 
 def test_error_tile_position_without_tile_size():
@@ -649,6 +766,7 @@ def test_error_tile_position_without_tile_size():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, tile_position=(0, 0))  # BAD
+
     expect_error(kernel, _ab(k=32, m=64, n=64), r"set both tile_position and tile_size")
 
 
@@ -657,8 +775,14 @@ def test_error_32_tiles_on_trn1():
         at, bt = load(a), load(b)
         ps = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, tile_position=(0, 0), tile_size=(32, 32))  # BAD
-    expect_error(kernel, _ab(k=32, m=32, n=64), r"row size 32 is not a PE tile size; allowed "
-                 r"on trn1: 64, 128", chip="trn1")
+
+    expect_error(
+        kernel,
+        _ab(k=32, m=32, n=64),
+        r"row size 32 is not a PE tile size; allowed "
+        r"on trn1: 64, 128",
+        chip="trn1",
+    )
 
 
 def test_error_tile_position_not_a_multiple_of_size():
@@ -666,6 +790,7 @@ def test_error_tile_position_not_a_multiple_of_size():
         at, bt = load(a), load(b)
         ps = nl.ndarray((32, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, tile_position=(32, 0), tile_size=(64, 128))  # BAD
+
     expect_error(kernel, _ab(k=32, m=32, n=64), r"start row must be a multiple of the row size")
 
 
@@ -674,6 +799,7 @@ def test_error_stationary_larger_than_tile():
         at, bt = load(a), load(b)
         ps = nl.ndarray((64, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, tile_position=(0, 0), tile_size=(32, 32))  # BAD
+
     expect_error(kernel, _ab(k=32, m=64, n=64), r"free size 64 but the column tile has 32")
 
 
@@ -682,6 +808,7 @@ def test_error_column_tile_result_partitions():
         at, bt = load(a), load(b)
         ps = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps[0:32], at, bt, tile_position=(0, 64), tile_size=(32, 32))  # BAD
+
     expect_error(kernel, _ab(k=32, m=32, n=64), r"results land in PSUM partitions \[64, 96\)")
 
 
@@ -690,10 +817,12 @@ def test_error_double_row_on_trn1():
         at, bt = load(a), load(b)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, perf_mode=nisa.matmul_perf_mode.double_row)  # BAD
-    a, b = np.zeros((32, 2, 16), ml_dtypes.float8_e4m3), np.zeros((32, 2, 32),
-                                                                  ml_dtypes.float8_e4m3)
-    expect_error(kernel, (a, b), r"perf_mode='double_row' is not available on trn1",
-                 chip="trn1")
+
+    a, b = (
+        np.zeros((32, 2, 16), ml_dtypes.float8_e4m3),
+        np.zeros((32, 2, 32), ml_dtypes.float8_e4m3),
+    )
+    expect_error(kernel, (a, b), r"perf_mode='double_row' is not available on trn1", chip="trn1")
 
 
 def test_error_double_row_needs_fp8():
@@ -701,9 +830,15 @@ def test_error_double_row_needs_fp8():
         at, bt = load(a), load(b)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, perf_mode=nisa.matmul_perf_mode.double_row)  # BAD
+
     a, b = np.zeros((32, 2, 16), ml_dtypes.bfloat16), np.zeros((32, 2, 32), ml_dtypes.bfloat16)
-    expect_error(kernel, (a, b), r"dtype bfloat16; allowed with perf_mode=double_row on trn2: "
-                 r"float8_e4m3, float8_e5m2$", chip="trn2")
+    expect_error(
+        kernel,
+        (a, b),
+        r"dtype bfloat16; allowed with perf_mode=double_row on trn2: "
+        r"float8_e4m3, float8_e5m2$",
+        chip="trn2",
+    )
 
 
 def test_error_double_row_layout():
@@ -711,8 +846,11 @@ def test_error_double_row_layout():
         at, bt = load(a), load(b)
         ps = nl.ndarray((16, 48), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, at, bt, perf_mode=nisa.matmul_perf_mode.double_row)  # BAD
-    a, b = np.zeros((32, 2, 16), ml_dtypes.float8_e5m2), np.zeros((32, 3, 32),
-                                                                  ml_dtypes.float8_e5m2)
+
+    a, b = (
+        np.zeros((32, 2, 16), ml_dtypes.float8_e5m2),
+        np.zeros((32, 3, 32), ml_dtypes.float8_e5m2),
+    )
     expect_error(kernel, (a, b), r"operand 'moving' has shape \[32, 3, 32\]")
 
 
@@ -720,9 +858,19 @@ def test_error_double_row_with_column_tiling():
     def kernel(a, b):
         at, bt = load(a), load(b)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(ps, at, bt, tile_position=(0, 0), tile_size=(128, 64), perf_mode=nisa.matmul_perf_mode.double_row)  # BAD # noqa: E501
-    a, b = np.zeros((32, 2, 16), ml_dtypes.float8_e5m2), np.zeros((32, 2, 32),
-                                                                  ml_dtypes.float8_e5m2)
+        nisa.nc_matmul(  # BAD
+            ps,
+            at,
+            bt,
+            tile_position=(0, 0),
+            tile_size=(128, 64),
+            perf_mode=nisa.matmul_perf_mode.double_row,
+        )
+
+    a, b = (
+        np.zeros((32, 2, 16), ml_dtypes.float8_e5m2),
+        np.zeros((32, 2, 32), ml_dtypes.float8_e5m2),
+    )
     expect_error(kernel, (a, b), r"double_row cannot be combined with column tiling")
 
 
@@ -731,9 +879,15 @@ def test_error_transpose_mode_dst_dtype():
         xt, it = load(x), load(ident)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, xt, it, is_transpose=True)  # BAD
+
     x, ident = np.zeros((32, 16), ml_dtypes.bfloat16), np.eye(32, dtype=ml_dtypes.bfloat16)
-    expect_error(kernel, (x, ident), r"transpose mode writes the input bits: dst dtype must be "
-                 r"bfloat16", chip="trn2")
+    expect_error(
+        kernel,
+        (x, ident),
+        r"transpose mode writes the input bits: dst dtype must be "
+        r"bfloat16",
+        chip="trn2",
+    )
 
 
 def test_error_transpose_mode_cannot_accumulate():
@@ -741,9 +895,14 @@ def test_error_transpose_mode_cannot_accumulate():
         xt, it = load(x), load(ident)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
         nisa.nc_matmul(ps, xt, it, is_transpose=True, accumulate=True)  # BAD
+
     x, ident = np.zeros((32, 16), np.float32), np.eye(32, dtype=np.float32)
-    expect_error(kernel, (x, ident), r"accumulate=True with is_transpose=True is not simulated",
-                 exc_type=UnsupportedError)
+    expect_error(
+        kernel,
+        (x, ident),
+        r"accumulate=True with is_transpose=True is not simulated",
+        exc_type=UnsupportedError,
+    )
 
 
 def test_error_nc_transpose_dtype_and_size():
@@ -751,28 +910,44 @@ def test_error_nc_transpose_dtype_and_size():
         xt = load(x)
         ps = nl.ndarray((16, 32), nl.float32, buffer=nl.psum)
         nisa.nc_transpose(ps, xt)  # BAD
-    expect_error(dtype_kernel, (np.zeros((32, 16), ml_dtypes.bfloat16),),
-                 r"dst has dtype float32 but data has bfloat16")
+
+    expect_error(
+        dtype_kernel,
+        (np.zeros((32, 16), ml_dtypes.bfloat16),),
+        r"dst has dtype float32 but data has bfloat16",
+    )
 
     def size_kernel(x):
         xt = load(x)
         out = nl.ndarray((64, 64), nl.float32, buffer=nl.sbuf)
         nisa.nc_transpose(out, xt)  # BAD
-    expect_error(size_kernel, (np.zeros((64, 64), np.float32),),
-                 r"data is \[64, 64\] on the vector engine; at most \[32, 32\]; the Tensor "
-                 r"Engine \(up to 128x128\) reads SBUF and writes PSUM")
+
+    expect_error(
+        size_kernel,
+        (np.zeros((64, 64), np.float32),),
+        r"data is \[64, 64\] on the vector engine; at most \[32, 32\]; the Tensor "
+        r"Engine \(up to 128x128\) reads SBUF and writes PSUM",
+    )
 
     def shape_kernel(x):
         xt = load(x)
         ps = nl.ndarray((32, 16), nl.float32, buffer=nl.psum)
         nisa.nc_transpose(ps, xt, engine=nisa.engine.tensor)  # BAD
-    expect_error(shape_kernel, (np.zeros((32, 16), np.float32),),
-                 r"dst has 32 partitions x 16 elements .*the result is \[16, 32\]")
+
+    expect_error(
+        shape_kernel,
+        (np.zeros((32, 16), np.float32),),
+        r"dst has 32 partitions x 16 elements .*the result is \[16, 32\]",
+    )
 
 
 def _mx_inputs(p=64, m=8, n=16):
-    return (np.zeros((p, m), np.uint32), np.full((p, m), 127, np.uint8),
-            np.zeros((p, n), np.uint32), np.full((p, n), 127, np.uint8))
+    return (
+        np.zeros((p, m), np.uint32),
+        np.full((p, m), 127, np.uint8),
+        np.zeros((p, n), np.uint32),
+        np.full((p, n), 127, np.uint8),
+    )
 
 
 def _mx_error_kernel(line_kind):
@@ -789,22 +964,48 @@ def _mx_error_kernel(line_kind):
             nisa.nc_matmul_mx(ps, a, c, b[0:32], d)  # BAD
         else:
             nisa.nc_matmul_mx(ps, a, c, b, d)  # BAD
+
     return kernel
 
 
 def test_error_matmul_mx_rules():
-    expect_error(_mx_error_kernel("plain"), _mx_inputs(), r"nc_matmul_mx: not available on "
-                 r"trn2 \(NeuronCore-v3\); needs NeuronCore-v4", chip="trn2")
-    expect_error(_mx_error_kernel("plain"), _mx_inputs(p=48), r"stationary and moving have 48 "
-                 r"partitions; a multiple of 32")
-    expect_error(_mx_error_kernel("plain"), _mx_inputs(m=7), r"operand 'stationary' has free "
-                 r"size 7; even and at most 128")
-    expect_error(_mx_error_kernel("plain"), _mx_inputs(n=640), r"operand 'moving' has free size"
-                 r" 640; at most 512 x4 elements for a float32 dst")
-    expect_error(_mx_error_kernel("scale"), _mx_inputs(), r"operand 'stationary_scale' has 32 "
-                 r"partitions for 64 data partitions; a scale view spans 64 partitions")
-    expect_error(_mx_error_kernel("tile"), _mx_inputs(), r"only row tiling: column size must be"
-                 r" 128")
+    expect_error(
+        _mx_error_kernel("plain"),
+        _mx_inputs(),
+        r"nc_matmul_mx: not available on "
+        r"trn2 \(NeuronCore-v3\); needs NeuronCore-v4",
+        chip="trn2",
+    )
+    expect_error(
+        _mx_error_kernel("plain"),
+        _mx_inputs(p=48),
+        r"stationary and moving have 48 "
+        r"partitions; a multiple of 32",
+    )
+    expect_error(
+        _mx_error_kernel("plain"),
+        _mx_inputs(m=7),
+        r"operand 'stationary' has free "
+        r"size 7; even and at most 128",
+    )
+    expect_error(
+        _mx_error_kernel("plain"),
+        _mx_inputs(n=640),
+        r"operand 'moving' has free size"
+        r" 640; at most 512 x4 elements for a float32 dst",
+    )
+    expect_error(
+        _mx_error_kernel("scale"),
+        _mx_inputs(),
+        r"operand 'stationary_scale' has 32 "
+        r"partitions for 64 data partitions; a scale view spans 64 partitions",
+    )
+    expect_error(
+        _mx_error_kernel("tile"),
+        _mx_inputs(),
+        r"only row tiling: column size must be"
+        r" 128",
+    )
 
 
 def test_error_matmul_mx_data_dtype():
@@ -812,9 +1013,12 @@ def test_error_matmul_mx_data_dtype():
         at, bt = load(a), load(b)
         ps = nl.ndarray((8, 16), nl.float32, buffer=nl.psum)
         nisa.nc_matmul_mx(ps, at, bt, at, bt)  # BAD
-    expect_error(kernel, (np.zeros((32, 8), ml_dtypes.bfloat16),
-                          np.zeros((32, 16), ml_dtypes.bfloat16)),
-                 r"operand 'stationary' has dtype bfloat16; allowed: float8_e5m2_x4")
+
+    expect_error(
+        kernel,
+        (np.zeros((32, 8), ml_dtypes.bfloat16), np.zeros((32, 16), ml_dtypes.bfloat16)),
+        r"operand 'stationary' has dtype bfloat16; allowed: float8_e5m2_x4",
+    )
 
 
 def test_error_quantize_mx_rules():
@@ -823,32 +1027,48 @@ def test_error_quantize_mx_rules():
         q = nl.ndarray((32, 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
         s = nl.ndarray((4, 4), nl.uint8, buffer=nl.sbuf)
         nisa.quantize_mx(dst=q, src=xs, dst_scale=s)  # BAD
-    expect_error(src_dtype, (np.zeros((32, 16), np.float32),),
-                 r"src has dtype float32; allowed: bfloat16, float16")
+
+    expect_error(
+        src_dtype,
+        (np.zeros((32, 16), np.float32),),
+        r"src has dtype float32; allowed: bfloat16, float16",
+    )
 
     def dst_shape(x):
         xs = load(x)
         q = nl.ndarray((32, 16), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
         s = nl.ndarray((4, 16), nl.uint8, buffer=nl.sbuf)
         nisa.quantize_mx(dst=q, src=xs, dst_scale=s)  # BAD
-    expect_error(dst_shape, (np.zeros((32, 16), ml_dtypes.bfloat16),),
-                 r"dst is \[32, 16\] x4 for a \[32, 16\] src; dst is \[32, 4\]")
+
+    expect_error(
+        dst_shape,
+        (np.zeros((32, 16), ml_dtypes.bfloat16),),
+        r"dst is \[32, 16\] x4 for a \[32, 16\] src; dst is \[32, 4\]",
+    )
 
     def quadrant(x):
         xs = load(x)
         q = nl.ndarray((32, 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
         s = nl.ndarray((64, 4), nl.uint8, buffer=nl.sbuf)
         nisa.quantize_mx(dst=q, src=xs, dst_scale=s[32:36])  # BAD
-    expect_error(quadrant, (np.zeros((32, 16), ml_dtypes.bfloat16),),
-                 r"dst and dst_scale must sit in the same quadrant")
+
+    expect_error(
+        quadrant,
+        (np.zeros((32, 16), ml_dtypes.bfloat16),),
+        r"dst and dst_scale must sit in the same quadrant",
+    )
 
     def free_size(x):
         xs = load(x)
         q = nl.ndarray((32, 4), nl.float8_e4m3fn_x4, buffer=nl.sbuf)
         s = nl.ndarray((4, 4), nl.uint8, buffer=nl.sbuf)
         nisa.quantize_mx(dst=q, src=xs[:, 0:14], dst_scale=s)  # BAD
-    expect_error(free_size, (np.zeros((32, 16), ml_dtypes.bfloat16),),
-                 r"src has free size 14; a multiple of 4")
+
+    expect_error(
+        free_size,
+        (np.zeros((32, 16), ml_dtypes.bfloat16),),
+        r"src has free size 14; a multiple of 4",
+    )
 
 
 def test_no_warning_for_a_clean_accumulation_group(rng):

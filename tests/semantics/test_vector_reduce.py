@@ -403,3 +403,54 @@ def test_scalar_tensor_tensor_reduce_0_7(rng):
     ref = (a.astype(np.float64) * 2).astype(np.float32).astype(np.float64) + b
     np.testing.assert_array_equal(d, ref.astype(np.float32))
     np.testing.assert_array_equal(r[:, 0], ref.astype(np.float32).max(1))
+
+
+def test_accumulators_are_per_lane(rng):
+    """A chain on partitions 32..63 is untouched by a reset of partitions 0..31."""
+    a = rng.standard_normal((64, 8)).astype(np.float32)
+
+    def kernel(a):
+        x = load(a)
+        d = tile((64, 8), nl.float32)
+        r = tile((64, 1), nl.float32)
+        nisa.tensor_scalar_reduce(
+            dst=d,
+            data=x,
+            op0=op("add"),
+            operand0=0.0,
+            reduce_op=op("add"),
+            reduce_cmd=CMD.reset_reduce,
+        )
+        nisa.tensor_scalar_reduce(
+            dst=d[0:32],
+            data=x[0:32],
+            op0=op("add"),
+            operand0=0.0,
+            reduce_op=op("add"),
+            reduce_cmd=CMD.reset,
+        )
+        nisa.tensor_scalar_reduce(
+            dst=d,
+            data=x,
+            op0=op("multiply"),
+            operand0=0.0,
+            reduce_op=op("add"),
+            reduce_res=r,
+            reduce_cmd=CMD.reduce,
+        )
+        return store(r)
+
+    r = run(kernel, a)[:, 0]
+    np.testing.assert_array_equal(r[:32], 0)
+    np.testing.assert_allclose(r[32:], a[32:].astype(np.float64).sum(1), rtol=1e-6)
+
+
+def test_int32_arithmetic_reduce_is_fp32(rng):
+    a = np.full((4, 4), 2**24 + 1, np.int32)
+
+    def kernel(a):
+        z = tile((4, 1), nl.int32)
+        nisa.tensor_reduce(dst=z, op=op("maximum"), data=load(a), axis=1)
+        return store(z)
+
+    np.testing.assert_array_equal(run(kernel, a), np.full((4, 1), 2**24, np.int32))

@@ -187,6 +187,12 @@ CASES = [
         None,
     ),
     (
+        "ts_gpsimd_not_rsqrt",
+        lambda: nisa.tensor_scalar(dst=t(), data=t(), op0=nl.add, operand0=1.0, engine=E.gpsimd),
+        "GpSimd engine runs tensor_scalar only for rsqrt",
+        None,
+    ),
+    (
         "ts_layout",
         lambda: nisa.tensor_scalar(dst=t((P, 4)), data=t(), op0=nl.add, operand0=1.0),
         "same elements per partition",
@@ -648,3 +654,11 @@ def test_rule_raises_at_the_kernel_line(call, match, chip):
 def test_removed_dynamic_copies_have_no_ga_wrapper():
     assert not hasattr(nisa, "tensor_copy_dynamic_src")
     assert not hasattr(nisa, "tensor_copy_dynamic_dst")
+
+
+def test_rules_still_checked_without_values():
+    def kernel():
+        nisa.tensor_tensor(dst=t(), data1=t(space="psum"), data2=t(space="psum"), op=nl.add)
+
+    with pytest.raises(ConstraintError, match="in psum"):
+        run(kernel, values=False)

@@ -225,7 +225,11 @@ class NkiGrid:
     def _region(self) -> tuple[tuple[int, ...], tuple[int, ...], tuple[_Sel, ...]]:
         """Element bounds of the selection, and the consumed flags to carry to a regrouping."""
         lo, hi, _ = self._element_bounds()
-        carried = tuple(_Sel(0, 1, 1, True) if s.consumed else _Sel(0, 0) for s in self._sel)
+        untiled = len(self._tile) - self._ntiled
+        carried = tuple(
+            _Sel(0, 1, 1, True) if s.consumed and d < untiled else _Sel(0, 0)
+            for d, s in enumerate(self._sel)
+        )
         return lo, hi, carried
 
     def __repr__(self) -> str:

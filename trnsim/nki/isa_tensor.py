@@ -11,30 +11,67 @@ from typing import Any
 from trnsim.nki._isa_base import _issue, engine, matmul_perf_mode
 
 
-def nc_matmul(dst: Any, stationary: Any, moving: Any, is_stationary_onezero: bool = False,
-              is_moving_onezero: bool = False, is_transpose: bool = False,
-              accumulate: bool | None = None, tile_position: Any = (), tile_size: Any = (),
-              perf_mode: Any = matmul_perf_mode.none, name: str | None = None) -> None:
+def nc_matmul(
+    dst: Any,
+    stationary: Any,
+    moving: Any,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    accumulate: bool | None = None,
+    tile_position: Any = (),
+    tile_size: Any = (),
+    perf_mode: Any = matmul_perf_mode.none,
+    name: str | None = None,
+) -> None:
     """dst (PSUM) = stationary.T @ moving on the Tensor Engine, accumulating in fp32."""
-    _issue("nc_matmul", engine.tensor, name=name, dst=dst, stationary=stationary, moving=moving,
-           is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
-           is_transpose=is_transpose, accumulate=accumulate,
-           tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-           perf_mode=getattr(perf_mode, "value", perf_mode))
+    _issue(
+        "nc_matmul",
+        engine.tensor,
+        name=name,
+        dst=dst,
+        stationary=stationary,
+        moving=moving,
+        is_stationary_onezero=is_stationary_onezero,
+        is_moving_onezero=is_moving_onezero,
+        is_transpose=is_transpose,
+        accumulate=accumulate,
+        tile_position=tuple(tile_position or ()),
+        tile_size=tuple(tile_size or ()),
+        perf_mode=getattr(perf_mode, "value", perf_mode),
+    )
 
 
-def nc_matmul_mx(dst: Any, stationary: Any, moving: Any, stationary_scale: Any,
-                 moving_scale: Any, tile_position: Any = None, tile_size: Any = None,
-                 accumulate: bool | None = None, name: str | None = None) -> None:
+def nc_matmul_mx(
+    dst: Any,
+    stationary: Any,
+    moving: Any,
+    stationary_scale: Any,
+    moving_scale: Any,
+    tile_position: Any = None,
+    tile_size: Any = None,
+    accumulate: bool | None = None,
+    name: str | None = None,
+) -> None:
     """dst (PSUM) = MXFP8/MXFP4 stationary.T @ moving with E8M0 dequantisation (NC-v4)."""
-    _issue("nc_matmul_mx", engine.tensor, name=name, dst=dst, stationary=stationary,
-           moving=moving, stationary_scale=stationary_scale, moving_scale=moving_scale,
-           tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-           accumulate=accumulate)
+    _issue(
+        "nc_matmul_mx",
+        engine.tensor,
+        name=name,
+        dst=dst,
+        stationary=stationary,
+        moving=moving,
+        stationary_scale=stationary_scale,
+        moving_scale=moving_scale,
+        tile_position=tuple(tile_position or ()),
+        tile_size=tuple(tile_size or ()),
+        accumulate=accumulate,
+    )
 
 
-def nc_transpose(dst: Any, data: Any, engine: engine = engine.unknown,
-                 name: str | None = None) -> None:
+def nc_transpose(
+    dst: Any, data: Any, engine: engine = engine.unknown, name: str | None = None
+) -> None:
     """2-D partition<->free transpose on the Tensor (<=128x128) or Vector (<=32x32) Engine."""
     _issue("nc_transpose", engine, name=name, dst=dst, data=data)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from trnsim.errors import ConstraintError
 from trnsim.nki._isa_base import _issue, engine, reduce_cmd
-from trnsim.semantics._ops import op_name
+from trnsim.semantics._ops import op_name, reduce_cmd_name
 
 __all__ = [
     "dropout",
@@ -43,6 +43,14 @@ def _op(op: Any) -> Any:
         return op_name(op)
     except ConstraintError:
         return op
+
+
+def _cmd(cmd: Any) -> Any:
+    """reduce_cmd by name ('reset_reduce', ...) for the record; bad values pass through."""
+    try:
+        return reduce_cmd_name(cmd)
+    except ConstraintError:
+        return cmd
 
 
 def tensor_tensor(
@@ -112,7 +120,7 @@ def scalar_tensor_tensor(
         operand1=operand1,
         reverse0=reverse0,
         reverse1=reverse1,
-        reduce_cmd=reduce_cmd,
+        reduce_cmd=_cmd(reduce_cmd),
         reduce_op=None if reduce_op is Ellipsis else _op(reduce_op),
         reduce_res=reduce_res,
     )
@@ -193,7 +201,7 @@ def tensor_scalar_reduce(
         reduce_op=_op(reduce_op),
         reduce_res=reduce_res,
         reverse0=reverse0,
-        reduce_cmd=reduce_cmd,
+        reduce_cmd=_cmd(reduce_cmd),
         reduce_init=reduce_init,
         reduce_res_negate=reduce_res_negate,
     )
@@ -220,7 +228,7 @@ def tensor_scalar_cumulative(
         op1=_op(op1),
         imm0=imm0,
         imm1=imm1,
-        reduce_cmd=reduce_cmd,
+        reduce_cmd=_cmd(reduce_cmd),
     )
 
 
@@ -289,7 +297,7 @@ def exponential(
         src=src,
         max_value=max_value,
         reduce_res=reduce_res,
-        reduce_cmd=reduce_cmd,
+        reduce_cmd=_cmd(reduce_cmd),
         reduce_init=reduce_init,
     )
 

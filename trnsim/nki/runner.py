@@ -18,6 +18,7 @@ from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
 from trnsim.nki.lnc import Programs
 from trnsim.nki.tensor import NkiTensor, check_ga_outputs
+from trnsim.nki.typing import check_annotations
 from trnsim.program import Instruction, capture_location
 
 PLATFORM_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2",
@@ -62,6 +63,19 @@ class KernelRun:
 # Set by `trnsim profile` / recorders: every finished launch is appended to this list.
 _RECORDER: contextvars.ContextVar[list[KernelRun] | None] = contextvars.ContextVar(
     "trnsim_recorder", default=None)
+
+
+# Set by the CLI's progress display: called with the instruction count as a launch runs.
+_PROGRESS: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
+    "trnsim_progress", default=None)
+
+
+def report_progress(callback: Callable[[int], None]) -> contextvars.Token:
+    return _PROGRESS.set(callback)
+
+
+def stop_progress(token: contextvars.Token) -> None:
+    _PROGRESS.reset(token)
 
 
 def record_launches(sink: list[KernelRun]) -> contextvars.Token:
@@ -147,6 +161,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
                               f"{', '.join(map(str, spec.lnc_allowed))}", capture_location())
     device = Device(spec, values=values, seed=seed)
+    device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
     host_args, dev_args = [], []
@@ -154,6 +169,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         host_args.append(a)
         dev_args.append(_arg_to_device(device, a, f"arg{i}"))
     dev_kwargs = {k: _arg_to_device(device, v, k) for k, v in kwargs.items()}
+    check_annotations(kernel, dev_args, dev_kwargs)
     shared: dict[Any, Any] = {}
     contexts = []
     for n, pid in enumerate(grid_points(grid)):

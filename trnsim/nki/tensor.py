@@ -285,7 +285,8 @@ class NkiTensor(View):
                 f"select of '{self.name}': a dynamic select cannot index the "
                 "partition dimension (0) of an on-chip tensor"
             )
-        _check_index_tensor(index, "select", scalar=True)
+        if isinstance(index, View):
+            _check_index_tensor(index, "select", scalar=True)
         lay = vw.select_dim(self.layout, d, 0, self.name)
         dyn = DynamicOffset("scalar", index, self.layout.strides[d], None, self.shape[d])
         return self._derive(lay, dyn, "select")

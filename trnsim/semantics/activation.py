@@ -6,7 +6,7 @@ ScalarE computes in fp32 (nki-api.md §5A.2): inputs are converted to fp32, scal
 op0/op1 stage are fp32 operations (each rounded), the activation function is evaluated and
 rounded to fp32, and the result is cast to dst's dtype on the way out. The hardware evaluates
 the functions with unpublished piecewise polynomials; we evaluate the exact function in float64
-on the fp32 input and round once (the AWS simulator uses exact numpy math too).
+on the fp32 input and round once.
 
 Valid input ranges (§8.2) are recorded with each function. Outside them:
 * sin: the hardware has no range reduction and extrapolates its polynomial; AWS documents a
@@ -15,7 +15,8 @@ Valid input ranges (§8.2) are recorded with each function. Outside them:
   which is the limit of the last piece of a fine piecewise-cubic fit and gives
   sin(9.0) = 27.652; a SimulationWarning names the instruction and the count.
 * log, arctan, sqrt, rsqrt, reciprocal: the hardware result is undocumented ("invalid"); we
-  return the exact math value (as AWS's simulator does) and emit a SimulationWarning.
+  return the exact math value (AWS's simulator reproduces the hardware for sin only) and emit
+  a SimulationWarning.
 
 Accumulator registers (§8.3): core.accumulators["scalar"], one fp32 per lane (lane = the
 absolute partition of `data`), shared by the three instructions and persistent across
@@ -37,8 +38,8 @@ from trnsim.errors import ConstraintError, UnsupportedError
 from trnsim.memory import View
 from trnsim.program import capture_location
 from trnsim.semantics import _ops, semantics
-from trnsim.semantics.matmul import warn
-from trnsim.spec import fail, is_tensor, start_partition
+from trnsim.semantics._tensor_rules import warn
+from trnsim.spec import is_tensor, start_partition
 
 _SQRT2 = math.sqrt(2.0)
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -92,8 +93,10 @@ _TABLE = (
     ActivationFn("prelu", lambda x, a: np.where(x >= 0, x, a * x)),
     ActivationFn("gelu", lambda x, a: x * _phi(x)),
     ActivationFn("gelu_dx", lambda x, a: _phi(x) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * np.pi)),
-    ActivationFn("gelu_apprx_tanh", lambda x, a: 0.5 * x * (
-        1.0 + np.tanh(math.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))),
+    ActivationFn(
+        "gelu_apprx_tanh",
+        lambda x, a: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3))),
+    ),
     ActivationFn("gelu_apprx_sigmoid", lambda x, a: x * _sigmoid(GELU_SIGMOID_K * x)),
     ActivationFn("gelu_apprx_sigmoid_dx", lambda x, a: _gelu_sigmoid_dx(x)),
     ActivationFn("silu", lambda x, a: x * _sigmoid(x)),
@@ -118,25 +121,29 @@ ACTIVATIONS: dict[str, ActivationFn] = {f.name: f for f in _TABLE}
 _NUMPY_NAMES = {"absolute": "abs", "identity": "copy"}
 
 REDUCE_CMDS = ("idle", "reset", "reduce", "reset_reduce", "load_reduce")
-ACTIVATE2_REDUCE_OPS = ("add", "maximum", "minimum", "abs_max", "abs_min")
-ACTIVATE2_PAIRS = (("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"),
-                   ("add", "bypass"), ("subtract", "bypass"), ("bypass", "bypass"))
 
 
 def activation_name(op, what: str = "op") -> str:
     """The activation-table name of `op` given as nl.exp, np.exp or 'exp'."""
     if op is None:
-        raise ConstraintError(f"{what} is required: an activation function "
-                              f"({', '.join(ACTIVATIONS)})")
-    name = op if isinstance(op, str) else (getattr(op, "nki_name", None)
-                                           or getattr(op, "__name__", None))
+        raise ConstraintError(
+            f"{what} is required: an activation function ({', '.join(ACTIVATIONS)})"
+        )
+    name = (
+        op
+        if isinstance(op, str)
+        else (getattr(op, "nki_name", None) or getattr(op, "__name__", None))
+    )
     if not isinstance(name, str):
-        raise ConstraintError(f"{what}={op!r} is not an activation function "
-                              f"(known: {', '.join(ACTIVATIONS)})")
+        raise ConstraintError(
+            f"{what}={op!r} is not an activation function (known: {', '.join(ACTIVATIONS)})"
+        )
     name = _NUMPY_NAMES.get(name, name)
     if name not in ACTIVATIONS:
-        raise ConstraintError(f"{what}={name!r} is not a Scalar Engine activation function "
-                              f"(known: {', '.join(ACTIVATIONS)})")
+        raise ConstraintError(
+            f"{what}={name!r} is not a Scalar Engine activation function "
+            f"(known: {', '.join(ACTIVATIONS)})"
+        )
     return name
 
 
@@ -150,8 +157,9 @@ def reduce_cmd_name(v) -> str:
         return v
     if isinstance(v, (int, np.integer)) and 0 <= int(v) < len(REDUCE_CMDS):
         return REDUCE_CMDS[int(v)]
-    raise ConstraintError(f"reduce_cmd={v!r} is not a reduce command "
-                          f"(known: {', '.join(REDUCE_CMDS)})")
+    raise ConstraintError(
+        f"reduce_cmd={v!r} is not a reduce command (known: {', '.join(REDUCE_CMDS)})"
+    )
 
 
 def apply_activation(name: str, x: np.ndarray, alpha=0.0, instr: str = "activation") -> np.ndarray:
@@ -171,12 +179,16 @@ def apply_activation(name: str, x: np.ndarray, alpha=0.0, instr: str = "activati
         rng = f"{'+-' if entry.on_magnitude else ''}[{lo:.6g}, {hi:.6g}]"
         if name == "sin":
             y[out] = _sin_extrapolated(xd[out]).astype(np.float32)
-            warn(f"{instr}: {int(out.sum())} input(s) of sin outside its valid range {rng}; "
-                 "the Scalar Engine has no range reduction: simulated as the hardware's cubic "
-                 "extrapolation (use nl.sin for range-reduced sine)")
+            warn(
+                f"{instr}: {int(out.sum())} input(s) of sin outside its valid range {rng}; "
+                "the Scalar Engine has no range reduction: simulated as the hardware's cubic "
+                "extrapolation (use nl.sin for range-reduced sine)"
+            )
         else:
-            warn(f"{instr}: {int(out.sum())} input(s) of {name} outside its valid range {rng}; "
-                 "hardware results there are undefined (simulated with exact math)")
+            warn(
+                f"{instr}: {int(out.sum())} input(s) of {name} outside its valid range {rng}; "
+                "hardware results there are undefined (simulated with exact math)"
+            )
     return y
 
 
@@ -202,13 +214,17 @@ def _row_reduce(op: str, y: np.ndarray) -> np.ndarray:
         return acc
 
 
-def accumulate(core, instr: str, data: View, y: np.ndarray, op: str, cmd: str,
-               reduce_res: View | None) -> None:
+def accumulate(
+    core, instr: str, data: View, y: np.ndarray, op: str, cmd: str, reduce_res: View | None
+) -> None:
     """Apply reduce_cmd to the ScalarE accumulator lanes of `data`; read out into reduce_res."""
     if cmd == "load_reduce":
-        raise UnsupportedError(f"{instr}: reduce_cmd=load_reduce is not simulated on the Scalar "
-                               "Engine (no documented initial value; supported: idle, reset, "
-                               "reduce, reset_reduce)", capture_location())
+        raise UnsupportedError(
+            f"{instr}: reduce_cmd=load_reduce is not simulated on the Scalar "
+            "Engine (no documented initial value; supported: idle, reset, "
+            "reduce, reset_reduce)",
+            capture_location(),
+        )
     regs = core.accumulators["scalar"]
     p = data.shape[0]
     lanes = slice(start_partition(data), start_partition(data) + p)
@@ -230,132 +246,88 @@ def _scale_bias(data: View, scale, bias) -> np.ndarray:
     return x
 
 
-# ---------------------------------------------------------------- checks
-
-
-def _check_common(instr: str, chip, engine: str, attrs, data, bias, scale, reduce_res,
-                  cmd: str, reduce_op: str | None) -> None:
-    activation_name(attrs.get("op"))
-    gen = chip.nc_version
-    if engine == "gpsimd":
-        if gen < 4:
-            fail(instr, f"engine=gpsimd on {chip.name}", "GpSimd activations need NeuronCore-v4")
-        if cmd != "idle" or reduce_res is not None:
-            fail(instr, f"reduce_cmd={cmd} / reduce_res on the GpSimd engine",
-                 "the accumulator registers exist on the Scalar Engine only")
-    if is_tensor(scale) and scale.dtype.name != "float32":
-        fail(instr, f"scale has dtype {scale.dtype.name}", "a scale tensor must be float32")
-    if scale is not None and not is_tensor(scale) and not isinstance(scale, (int, float,
-                                                                              np.number)):
-        fail(instr, f"scale={scale!r}", "a compile-time number or a (P, 1) float32 tensor")
-    if is_tensor(bias) and bias.dtype.name == "tfloat32":
-        fail(instr, "bias has dtype tfloat32", "any dtype but tfloat32")
-    if bias is not None and not is_tensor(bias) and gen < 3:
-        fail(instr, f"bias={bias!r} is a scalar on {chip.name}",
-             "NeuronCore-v2 takes a (P, 1) bias tensor; scalar bias needs v3+")
-    if bias is not None and gen < 3 and activation_name(attrs.get("op")) == "reciprocal":
-        fail(instr, "op=reciprocal with a bias on NeuronCore-v2", "no bias for reciprocal on v2")
-    if reduce_op is not None and reduce_op != "add":
-        fail(instr, f"reduce_op={reduce_op!r}",
-             "the Scalar Engine registers only sum (reduce_op=nl.add); use activate2 on v4 "
-             "for max/min")
-    if cmd == "idle" and reduce_op is not None and reduce_res is None:
-        warn(f"{instr}: reduce_op is given but reduce_cmd=idle leaves the accumulators "
-             "untouched (use reduce_cmd=reset_reduce or reduce)")
-
-
-def check_activation(*, chip, engine, attrs, data, bias=None, scale=None, reduce_res=None,
-                     **_) -> None:
-    cmd = reduce_cmd_name(attrs.get("reduce_cmd"))
-    _check_common("activation", chip, engine, attrs, data, bias, scale, reduce_res, cmd,
-                  _ops.op_name(attrs.get("reduce_op"), "reduce_op"))
-
-
-def check_activation_reduce(*, chip, engine, attrs, data, bias=None, scale=None,
-                            reduce_res=None, **_) -> None:
-    rop = _ops.op_name(attrs.get("reduce_op"), "reduce_op")
-    if rop is None:
-        fail("activation_reduce", "reduce_op is required", "reduce_op=nl.add")
-    _check_common("activation_reduce", chip, engine, attrs, data, bias, scale, reduce_res,
-                  "reset_reduce", rop)
-
-
-def _stage_name(op, what: str) -> str:
+def stage_name(op, what: str) -> str:
+    """An activate2 op0/op1 as an ALU op name; None is the no-op stage, bypass."""
     name = _ops.op_name(op, what)
     return "bypass" if name is None else name
-
-
-def check_activate2(*, chip, engine, attrs, data, imm0=None, imm1=None, relu_param=None,
-                    reduce_res=None, **_) -> None:
-    instr = "activate2"
-    if chip.nc_version < 4:
-        fail(instr, f"not available on {chip.name} (NeuronCore-v{chip.nc_version})",
-             "needs NeuronCore-v4 (trn3)")
-    activation_name(attrs.get("op"))
-    op0, op1 = attrs.get("op0"), attrs.get("op1")
-    if op0 is None and op1 is not None:
-        fail(instr, f"op1={_stage_name(op1, 'op1')!r} without op0", "op1 needs op0")
-    pair = (_stage_name(op0, "op0"), _stage_name(op1, "op1"))
-    if pair not in ACTIVATE2_PAIRS:
-        fail(instr, f"(op0, op1) = {pair}",
-             "allowed: " + ", ".join(f"({a}, {b})" for a, b in ACTIVATE2_PAIRS))
-    for flag, stage, imm, what in (("reverse0", pair[0], imm0, "imm0"),
-                                   ("reverse1", pair[1], imm1, "imm1")):
-        if attrs.get(flag) and stage == "bypass":
-            fail(instr, f"{flag}=True with a bypassed stage", f"{flag} needs its op")
-        if stage != "bypass" and imm is None:
-            fail(instr, f"{what} is None but its op is {stage}", f"give {what}")
-    if is_tensor(imm0) and is_tensor(imm1) and imm0.dtype != imm1.dtype:
-        fail(instr, f"imm0 is {imm0.dtype.name} and imm1 is {imm1.dtype.name}",
-             "tensor immediates must share a dtype")
-    rop = _ops.op_name(attrs.get("reduce_op"), "reduce_op")
-    if rop is not None and rop not in ACTIVATE2_REDUCE_OPS:
-        fail(instr, f"reduce_op={rop!r}", f"allowed: {', '.join(ACTIVATE2_REDUCE_OPS)}")
-    reduce_cmd_name(attrs.get("reduce_cmd"))
-    if relu_param is not None and not is_tensor(relu_param) and \
-            not isinstance(relu_param, (int, float, np.number)):
-        fail(instr, f"relu_param={relu_param!r}", "a number or a (P, 1) tensor")
 
 
 # ---------------------------------------------------------------- semantics
 
 
 @semantics("activation")
-def activation(core, *, engine: str, dst: View, op, data: View, bias=None, scale=1.0,
-               reduce_op=None, reduce_res: View | None = None, reduce_cmd=None,
-               **attrs) -> None:
+def activation(
+    core,
+    *,
+    engine: str,
+    dst: View,
+    op,
+    data: View,
+    bias=None,
+    scale=1.0,
+    reduce_op=None,
+    reduce_res: View | None = None,
+    reduce_cmd=None,
+    **attrs,
+) -> None:
     """dst = op(data * scale + bias) in fp32; optional row sum into the ScalarE registers."""
     x = _scale_bias(data, 1.0 if scale is None else scale, bias)
     y = apply_activation(activation_name(op), x, 0.0, "activation")
     dst.write(y.reshape(dst.shape))
     cmd = reduce_cmd_name(reduce_cmd)
     if engine == "scalar":
-        accumulate(core, "activation", data, y, _ops.op_name(reduce_op) or "add", cmd,
-                   reduce_res)
+        accumulate(core, "activation", data, y, _ops.op_name(reduce_op) or "add", cmd, reduce_res)
 
 
 @semantics("activation_reduce")
-def activation_reduce(core, *, engine: str, dst: View, op, data: View, reduce_op,
-                      reduce_res: View, bias=None, scale=1.0, **attrs) -> None:
+def activation_reduce(
+    core,
+    *,
+    engine: str,
+    dst: View,
+    op,
+    data: View,
+    reduce_op,
+    reduce_res: View,
+    bias=None,
+    scale=1.0,
+    **attrs,
+) -> None:
     """activation with reduce_cmd=reset_reduce and the registers read out into reduce_res."""
     x = _scale_bias(data, 1.0 if scale is None else scale, bias)
     y = apply_activation(activation_name(op), x, 0.0, "activation_reduce")
     dst.write(y.reshape(dst.shape))
-    accumulate(core, "activation_reduce", data, y, _ops.op_name(reduce_op), "reset_reduce",
-               reduce_res)
+    accumulate(
+        core, "activation_reduce", data, y, _ops.op_name(reduce_op), "reset_reduce", reduce_res
+    )
 
 
 @semantics("activate2")
-def activate2(core, *, engine: str, dst: View, op, data: View, imm0=None, imm1=None, op0=None,
-              op1=None, relu_param=0.0, reverse0: bool = False, reverse1: bool = False,
-              reduce_op=None, reduce_res: View | None = None, reduce_cmd=None,
-              **attrs) -> None:
+def activate2(
+    core,
+    *,
+    engine: str,
+    dst: View,
+    op,
+    data: View,
+    imm0=None,
+    imm1=None,
+    op0=None,
+    op1=None,
+    relu_param=0.0,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_op=None,
+    reduce_res: View | None = None,
+    reduce_cmd=None,
+    **attrs,
+) -> None:
     """v = (data op0 imm0) op1 imm1 (either side reversible), dst = op(v; relu_param), in fp32;
     optional reduction (add/max/min/abs_max/abs_min) into the ScalarE registers."""
     p = data.shape[0]
     v = data.read_f32().reshape(p, -1)
     for stage, imm, rev in ((op0, imm0, reverse0), (op1, imm1, reverse1)):
-        name = _stage_name(stage, "op")
+        name = stage_name(stage, "op")
         if name == "bypass":
             continue
         a = _per_lane(imm, p)
@@ -364,5 +336,12 @@ def activate2(core, *, engine: str, dst: View, op, data: View, imm0=None, imm1=N
     alpha = _per_lane(0.0 if relu_param is None else relu_param, p)
     y = apply_activation(activation_name(op), v, alpha, "activate2")
     dst.write(y.reshape(dst.shape))
-    accumulate(core, "activate2", data, y, _ops.op_name(reduce_op) or "add",
-               reduce_cmd_name(reduce_cmd), reduce_res)
+    accumulate(
+        core,
+        "activate2",
+        data,
+        y,
+        _ops.op_name(reduce_op) or "add",
+        reduce_cmd_name(reduce_cmd),
+        reduce_res,
+    )

@@ -18,7 +18,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim.memory import View
 from trnsim.semantics import semantics
-from trnsim.semantics.matmul import (
+from trnsim.semantics._tensor_rules import (
     check_dst_shape,
     check_tiling,
     write_bits,
@@ -42,33 +42,50 @@ def scale_rows(p: int) -> np.ndarray:
 
 def _check_gen4(instr: str, chip) -> None:
     if chip.nc_version < 4:
-        fail(instr, f"not available on {chip.name} (NeuronCore-v{chip.nc_version})",
-             "needs NeuronCore-v4 (trn3)")
+        fail(
+            instr,
+            f"not available on {chip.name} (NeuronCore-v{chip.nc_version})",
+            "needs NeuronCore-v4 (trn3)",
+        )
 
 
 def _check_scale(instr: str, name: str, scale: View, data: View) -> None:
     if scale.dtype.name not in SCALE_DTYPES:
-        fail(instr, f"operand '{name}' has dtype {scale.dtype.name}",
-             f"allowed: {', '.join(SCALE_DTYPES)}")
+        fail(
+            instr,
+            f"operand '{name}' has dtype {scale.dtype.name}",
+            f"allowed: {', '.join(SCALE_DTYPES)}",
+        )
     p, sp = partitions_of(data), partitions_of(scale)
     ok = (4, 32) if p == 32 else (p,)
     if sp not in ok:
-        fail(instr, f"operand '{name}' has {sp} partitions for {p} data partitions",
-             f"a scale view spans {' or '.join(map(str, ok))} partitions "
-             "(4 scale rows per 32-partition quadrant)")
+        fail(
+            instr,
+            f"operand '{name}' has {sp} partitions for {p} data partitions",
+            f"a scale view spans {' or '.join(map(str, ok))} partitions "
+            "(4 scale rows per 32-partition quadrant)",
+        )
     if elems_of(scale) != elems_of(data):
-        fail(instr, f"operand '{name}' has {elems_of(scale)} elements per partition but the "
-             f"data has {elems_of(data)}", "one scale per x4 data element column")
+        fail(
+            instr,
+            f"operand '{name}' has {elems_of(scale)} elements per partition but the "
+            f"data has {elems_of(data)}",
+            "one scale per x4 data element column",
+        )
 
 
-def check_nc_matmul_mx(*, chip, engine, attrs, dst, stationary, moving, stationary_scale,
-                       moving_scale, **_) -> None:
+def check_nc_matmul_mx(
+    *, chip, engine, attrs, dst, stationary, moving, stationary_scale, moving_scale, **_
+) -> None:
     instr = "nc_matmul_mx"
     _check_gen4(instr, chip)
     for name, t in (("stationary", stationary), ("moving", moving)):
         if t.dtype.name not in MX_DATA:
-            fail(instr, f"operand '{name}' has dtype {t.dtype.name}",
-                 f"allowed: {', '.join(MX_DATA)}")
+            fail(
+                instr,
+                f"operand '{name}' has dtype {t.dtype.name}",
+                f"allowed: {', '.join(MX_DATA)}",
+            )
     if dst.dtype.name not in ("float32", "bfloat16"):
         fail(instr, f"dst has dtype {dst.dtype.name}", "allowed: float32, bfloat16")
     acc = attrs.get("accumulate")
@@ -79,10 +96,15 @@ def check_nc_matmul_mx(*, chip, engine, attrs, dst, stationary, moving, stationa
         fail(instr, f"stationary and moving have {p} partitions", "a multiple of 32, at most 128")
     if m % 2 or m > 128:
         fail(instr, f"operand 'stationary' has free size {m}", "even and at most 128")
-    nmax = 512 if dst.dtype.name == "float32" else 1024  # GA docstring of nc_matmul_mx
+    # The GA docstring (and the Trainium3 guide's [128, 512] x4 maximum) say 512 fp32 / 1024
+    # bf16; nki-api.md §7.1's 4096/8192 is nc_matmul's NC-v4 limit, not this instruction's.
+    nmax = 512 if dst.dtype.name == "float32" else 1024
     if n > nmax:
-        fail(instr, f"operand 'moving' has free size {n}",
-             f"at most {nmax} x4 elements for a {dst.dtype.name} dst")
+        fail(
+            instr,
+            f"operand 'moving' has free size {n}",
+            f"at most {nmax} x4 elements for a {dst.dtype.name} dst",
+        )
     _check_scale(instr, "stationary_scale", stationary_scale, stationary)
     _check_scale(instr, "moving_scale", moving_scale, moving)
     check_tiling(instr, chip, attrs, p, m, dst, row_only=True)
@@ -104,9 +126,18 @@ def _scales(scale: View, p: int) -> np.ndarray:
 
 
 @semantics("nc_matmul_mx")
-def nc_matmul_mx(core, *, engine: str, dst: View, stationary: View, moving: View,
-                 stationary_scale: View, moving_scale: View, accumulate: bool | None = None,
-                 **attrs) -> None:
+def nc_matmul_mx(
+    core,
+    *,
+    engine: str,
+    dst: View,
+    stationary: View,
+    moving: View,
+    stationary_scale: View,
+    moving_scale: View,
+    accumulate: bool | None = None,
+    **attrs,
+) -> None:
     """dst = sum over partitions and x4 lanes of dequantised stationary x moving.
 
     Products of the decoded values with their power-of-two scales are exact in float64; the
@@ -138,13 +169,19 @@ def check_quantize_mx(*, chip, engine, attrs, dst, src, dst_scale, **_) -> None:
     if f % 4:
         fail(instr, f"src has free size {f}", "a multiple of 4")
     if partitions_of(dst) != p or elems_of(dst) * 4 != f:
-        fail(instr, f"dst is [{partitions_of(dst)}, {elems_of(dst)}] x4 for a [{p}, {f}] src",
-             f"dst is [{p}, {f // 4}] (4 values per x4 element)")
+        fail(
+            instr,
+            f"dst is [{partitions_of(dst)}, {elems_of(dst)}] x4 for a [{p}, {f}] src",
+            f"dst is [{p}, {f // 4}] (4 values per x4 element)",
+        )
     _check_scale(instr, "dst_scale", dst_scale, dst)
     if start_partition(dst) // 32 != start_partition(dst_scale) // 32:
-        fail(instr, f"dst starts in SBUF quadrant {start_partition(dst) // 32} but dst_scale in "
-             f"quadrant {start_partition(dst_scale) // 32}",
-             "dst and dst_scale must sit in the same quadrant(s)")
+        fail(
+            instr,
+            f"dst starts in SBUF quadrant {start_partition(dst) // 32} but dst_scale in "
+            f"quadrant {start_partition(dst_scale) // 32}",
+            "dst and dst_scale must sit in the same quadrant(s)",
+        )
 
 
 @semantics("quantize_mx")

@@ -129,6 +129,46 @@ def instruction_cost(instr: Instruction, chip: ChipSpec) -> Cost:
     return MODELS[rec.model](instr, rec.params_for(chip), chip)
 
 
+class CostTable:
+    """Costs on one chip, with resolved params per opcode and a cache keyed by what a cost
+    model reads (opcode, engine, operand placement/shape/dtype, scalar attrs)."""
+
+    def __init__(self, chip: ChipSpec):
+        self.chip = chip
+        self._ops: dict[str, tuple[CostRecord, dict[str, Any]]] = {}
+        self._cache: dict[tuple, Cost] = {}
+
+    def record(self, opcode: str) -> tuple[CostRecord, dict[str, Any]]:
+        got = self._ops.get(opcode)
+        if got is None:
+            rec = record_for(opcode)
+            got = self._ops[opcode] = (rec, rec.params_for(self.chip))
+        return got
+
+    def cost(self, instr: Instruction) -> Cost:
+        key = _signature(instr)
+        got = self._cache.get(key) if key is not None else None
+        if got is None:
+            rec, params = self.record(instr.opcode)
+            got = MODELS[rec.model](instr, params, self.chip)
+            if key is not None:
+                self._cache[key] = got
+        return got
+
+
+def _signature(ins: Instruction) -> tuple | None:
+    """What cost models read, as a hashable key (None: do not cache)."""
+    ops = tuple([(o.name, o.region.space, o.dtype, o.elems_per_partition, o.inner_stride_bytes,
+                  o.nbytes, o.partitions, o.region.byte_start) for o in ins.reads])
+    wops = tuple([(o.name, o.region.space, o.dtype, o.elems_per_partition, o.inner_stride_bytes,
+                   o.nbytes, o.partitions, o.region.byte_start) for o in ins.writes])
+    try:
+        attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
+        return hash((ins.opcode, ins.engine, ops, wops, attrs)), ins.opcode
+    except TypeError:
+        return None
+
+
 # ---------------------------------------------------------------- helpers
 
 

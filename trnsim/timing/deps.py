@@ -1,16 +1,18 @@
 """Dependencies from byte regions: RAW, WAR and WAW on SBUF, PSUM and HBM. Knows nothing of time.
 
-The compiler turns every data hazard between instructions into a semaphore wait; here each
-access is checked against the live records of its memory space. A record is a region with its
-last writer and the readers since; a write that covers a record retires it (the new writer
-waited for it, so later accesses need only the new writer). Records are found through a bucket
-index over byte offsets. Strided HBM tiles (rows of a row-major tensor) keep their row pitch so
-that column blocks of the same rows do not falsely depend on each other.
+The compiler turns every data hazard between instructions into a semaphore wait; here each access
+is checked against the earlier accesses to overlapping bytes. Every distinct region (memory
+space, core, partitions, bytes) becomes a node holding its last writer and the readers since;
+when a node is first seen, the nodes it overlaps are found once through a bucket index over byte
+offsets and linked as neighbours, so repeated accesses to the same tiles cost a dict lookup and
+a short walk. A write that covers a node clears it (the writer waited for everything there, so
+later accesses need only the writer). Strided HBM tiles (rows of a row-major tensor) keep their
+row pitch so that column blocks of the same rows do not falsely depend on each other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from trnsim.program import Operand
 
@@ -18,86 +20,75 @@ FLOW, ANTI, OUTPUT = "flow", "anti", "output"  # RAW, WAR, WAW in the profiler's
 _BUCKET_SHIFT = {"sbuf": 12, "psum": 11, "hbm": 20}
 
 
-@dataclass(frozen=True)
-class Dep:
-    """Instruction `producer` must complete before this one: kind flow/anti/output, via operand."""
+class Dep(NamedTuple):
+    """Instruction `producer` must complete before this one: kind flow/anti/output, via operand.
+
+    The tracker returns plain (producer, kind, operand) tuples for speed; they unpack the same.
+    """
 
     producer: int
     kind: str
     operand: str
 
 
-class _Rec:
-    __slots__ = ("alive", "b0", "b1", "key", "p0", "p1", "pitch", "readers", "run", "writer")
+class _Node:
+    __slots__ = ("b0", "b1", "neighbours", "p0", "p1", "pitch", "readers", "run", "writer")
 
-    def __init__(self, key: tuple, p0: int, p1: int, b0: int, b1: int, pitch: int, run: int):
-        self.key = key
+    def __init__(self, p0: int, p1: int, b0: int, b1: int, pitch: int, run: int):
         self.p0, self.p1, self.b0, self.b1 = p0, p1, b0, b1
         self.pitch, self.run = pitch, run
         self.writer = -1
         self.readers: dict[object, int] = {}
-        self.alive = True
+        self.neighbours: list[_Node] = []
 
-    def overlaps(self, p0: int, p1: int, b0: int, b1: int, pitch: int, run: int) -> bool:
-        if self.b1 <= b0 or b1 <= self.b0 or self.p1 <= p0 or p1 <= self.p0:
+    def overlaps(self, o: _Node) -> bool:
+        if self.b1 <= o.b0 or o.b1 <= self.b0 or self.p1 <= o.p0 or o.p1 <= self.p0:
             return False
+        pitch = o.pitch
         if pitch and pitch == self.pitch:
-            d = (b0 - self.b0) % pitch
-            return d < self.run or (pitch - d) % pitch < run
+            d = (o.b0 - self.b0) % pitch
+            return d < self.run or (pitch - d) % pitch < o.run
         return True
 
-    def covered_by(self, p0: int, p1: int, b0: int, b1: int, pitch: int) -> bool:
-        if pitch and pitch != self.pitch:
+    def covers(self, o: _Node) -> bool:
+        if self.pitch and (self.pitch != o.pitch or (o.b0 - self.b0) % self.pitch):
             return False
-        return p0 <= self.p0 and self.p1 <= p1 and b0 <= self.b0 and self.b1 <= b1 and (
-            not pitch or (self.b0 - b0) % pitch == 0)
+        return self.p0 <= o.p0 and o.p1 <= self.p1 and self.b0 <= o.b0 and o.b1 <= self.b1 \
+            and (not self.pitch or o.b0 % self.pitch + o.run <= self.b0 % self.pitch + self.run)
 
 
-class _Index:
-    """Live records of one memory space of one core (HBM: of the chip)."""
+class _Space:
+    """The nodes of one memory space of one core, with a bucket index for first lookups."""
 
-    __slots__ = ("buckets", "exact", "shift")
+    __slots__ = ("buckets", "nodes", "shift")
 
     def __init__(self, shift: int):
         self.shift = shift
-        self.buckets: dict[int, list[_Rec]] = {}
-        self.exact: dict[tuple, _Rec] = {}
+        self.nodes: dict[tuple[int, int, int, int, int], _Node] = {}
+        self.buckets: dict[int, list[_Node]] = {}
 
-    def find(self, p0: int, p1: int, b0: int, b1: int, pitch: int, run: int) -> list[_Rec]:
-        out: list[_Rec] = []
+    def node(self, key: tuple[int, int, int, int, int], run: int) -> _Node:
+        n = _Node(key[0], key[1], key[2], key[3], key[4], run)
         seen: set[int] = set()
-        buckets = self.buckets
-        for b in range(b0 >> self.shift, ((b1 - 1) >> self.shift) + 1):
+        shift, buckets = self.shift, self.buckets
+        for b in range(n.b0 >> shift, ((n.b1 - 1) >> shift) + 1):
             lst = buckets.get(b)
-            if not lst:
+            if lst is None:
+                buckets[b] = [n]
                 continue
-            dead = 0
-            for r in lst:
-                if not r.alive:
-                    dead += 1
-                elif id(r) not in seen and r.overlaps(p0, p1, b0, b1, pitch, run):
-                    seen.add(id(r))
-                    out.append(r)
-            if dead > 8 and dead * 2 > len(lst):
-                buckets[b] = [r for r in lst if r.alive]
-        return out
-
-    def add(self, rec: _Rec) -> None:
-        self.exact[rec.key] = rec
-        for b in range(rec.b0 >> self.shift, ((rec.b1 - 1) >> self.shift) + 1):
-            self.buckets.setdefault(b, []).append(rec)
-
-    def retire(self, rec: _Rec) -> None:
-        rec.alive = False
-        if self.exact.get(rec.key) is rec:
-            del self.exact[rec.key]
+            for o in lst:
+                if id(o) not in seen and o.overlaps(n):
+                    seen.add(id(o))
+                    o.neighbours.append(n)
+                    n.neighbours.append(o)
+            lst.append(n)
+        self.nodes[key] = n
+        return n
 
 
 def row_pattern(op: Operand) -> tuple[int, int]:
     """(pitch, run) when an HBM operand is evenly spaced contiguous runs, else (0, 0)."""
     r = op.region
-    if r.space != "hbm":
-        return 0, 0
     run = op.contiguous_bytes
     span = r.byte_end - r.byte_start
     if run <= 0 or op.nbytes >= span or op.nbytes % run:
@@ -113,19 +104,25 @@ class DependencyTracker:
     """Derives each instruction's waits from the regions it reads and writes, in program order."""
 
     def __init__(self) -> None:
-        # (space, core) -> (records with a writer, records with readers)
-        self._spaces: dict[tuple[str, int], tuple[_Index, _Index]] = {}
+        self._spaces: dict[tuple[str, int], _Space] = {}
 
-    def _index(self, space: str, core: int) -> tuple[_Index, _Index]:
-        key = (space, core)
-        pair = self._spaces.get(key)
-        if pair is None:
-            shift = _BUCKET_SHIFT.get(space, 12)
-            pair = self._spaces[key] = (_Index(shift), _Index(shift))
-        return pair
+    def _node(self, op: Operand, core: int) -> _Node | None:
+        r = op.region
+        if r.byte_end <= r.byte_start:
+            return None
+        hbm = r.space == "hbm"
+        skey = (r.space, core if hbm or r.core is None else r.core)
+        space = self._spaces.get(skey)
+        if space is None:
+            space = self._spaces[skey] = _Space(_BUCKET_SHIFT.get(r.space, 12))
+        pitch, run = row_pattern(op) if hbm else (0, 0)
+        p0 = r.partition_start
+        key = (p0, p0 + r.partitions, r.byte_start, r.byte_end, pitch)
+        n = space.nodes.get(key)
+        return n if n is not None else space.node(key, run)
 
     def access(self, idx: int, core: int, queue: object, reads: tuple[Operand, ...],
-               writes: tuple[Operand, ...]) -> list[Dep]:
+               writes: tuple[Operand, ...]) -> list[tuple[int, str, str]]:
         """Record instruction `idx` of `core` (issued on `queue`); return what it must wait for.
 
         Readers are remembered per queue (the last one stands for the queue's prefix); pass a
@@ -133,52 +130,43 @@ class DependencyTracker:
         HBM hazards are tracked per issuing core: the cores of a logical core run independent
         instruction streams, ordered only by explicit barriers, as on hardware.
         """
-        deps: list[Dep] = []
+        deps: list[tuple[int, str, str]] = []
         for op in reads:
-            self._read(idx, core, queue, op, deps)
+            n = self._node(op, core)
+            if n is None:
+                continue
+            name = op.name
+            if n.writer >= 0:
+                deps.append((n.writer, FLOW, name))
+            for o in n.neighbours:
+                if o.writer >= 0:
+                    deps.append((o.writer, FLOW, name))
+            n.readers[queue] = idx
         for op in writes:
-            self._write(idx, core, op, deps)
+            n = self._node(op, core)
+            if n is None:
+                continue
+            name = op.name
+            self._clear(n, idx, name, deps)
+            for o in n.neighbours:
+                if n.covers(o):
+                    self._clear(o, idx, name, deps)
+                else:
+                    if o.writer >= 0 and o.writer != idx:
+                        deps.append((o.writer, OUTPUT, name))
+                    for i in o.readers.values():
+                        if i != idx:
+                            deps.append((i, ANTI, name))
+            n.writer = idx
         return deps
 
-    def _space(self, op: Operand, core: int) -> tuple[_Index, _Index]:
-        r = op.region
-        return self._index(r.space, core if r.space == "hbm" or r.core is None else r.core)
-
-    def _read(self, idx: int, core: int, queue: object, op: Operand, deps: list[Dep]) -> None:
-        r = op.region
-        if r.byte_end <= r.byte_start:
-            return
-        windex, rindex = self._space(op, core)
-        p0, p1 = r.partition_start, r.partition_start + r.partitions
-        pitch, run = row_pattern(op)
-        for rec in windex.find(p0, p1, r.byte_start, r.byte_end, pitch, run):
-            if rec.writer != idx:
-                deps.append(Dep(rec.writer, FLOW, op.name))
-        key = (p0, p1, r.byte_start, r.byte_end, pitch)
-        rec = rindex.exact.get(key)
-        if rec is None:
-            rec = _Rec(key, p0, p1, r.byte_start, r.byte_end, pitch, run)
-            rindex.add(rec)
-        rec.readers[queue] = idx
-
-    def _write(self, idx: int, core: int, op: Operand, deps: list[Dep]) -> None:
-        r = op.region
-        if r.byte_end <= r.byte_start:
-            return
-        windex, rindex = self._space(op, core)
-        p0, p1 = r.partition_start, r.partition_start + r.partitions
-        b0, b1 = r.byte_start, r.byte_end
-        pitch, run = row_pattern(op)
-        for rec in windex.find(p0, p1, b0, b1, pitch, run):
-            if rec.writer != idx:
-                deps.append(Dep(rec.writer, OUTPUT, op.name))
-            if rec.covered_by(p0, p1, b0, b1, pitch):
-                windex.retire(rec)
-        for rec in rindex.find(p0, p1, b0, b1, pitch, run):
-            deps.extend(Dep(i, ANTI, op.name) for i in rec.readers.values() if i != idx)
-            if rec.covered_by(p0, p1, b0, b1, pitch):
-                rindex.retire(rec)
-        key = (p0, p1, b0, b1, pitch)
-        rec = _Rec(key, p0, p1, b0, b1, pitch, run)
-        rec.writer = idx
-        windex.add(rec)
+    @staticmethod
+    def _clear(n: _Node, idx: int, name: str, deps: list[tuple[int, str, str]]) -> None:
+        if n.writer >= 0 and n.writer != idx:
+            deps.append((n.writer, OUTPUT, name))
+        if n.readers:
+            for i in n.readers.values():
+                if i != idx:
+                    deps.append((i, ANTI, name))
+            n.readers = {}
+        n.writer = -1

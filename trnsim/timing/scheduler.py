@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.timing.calendar import Calendar
-from trnsim.timing.costs import Cost, instruction_cost, record_for
-from trnsim.timing.deps import ANTI, FLOW, Dep, DependencyTracker
+from trnsim.timing.costs import Cost, CostTable
+from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import Chunk, DmaPlan, DmaSystem, plan_dma
 from trnsim.timing.throttle import Throttle
 
@@ -53,7 +53,7 @@ class Timeline:
     issue_end: list[int]
     wait: list[int]
     blocker: list[int]
-    deps: list[list[Dep]]
+    deps: list[list[tuple[int, str, str]]]  # (producer, kind, operand): see deps.Dep
     queue: list[tuple[int, str]]
     costs: list[Cost | None]
     ls: dict[int, tuple[int, int]] = field(default_factory=dict)
@@ -92,6 +92,7 @@ class Scheduler:
         self._in_work: set[tuple[int, str]] = set()
         self._ports: dict[tuple, Calendar] = {}
         self._barriers: dict[int, list[int]] = {}
+        self.costs = CostTable(chip)
 
     # ------------------------------------------------------------ preparation
     def _prepare(self, program: list[Instruction]) -> Timeline:
@@ -101,11 +102,12 @@ class Scheduler:
         self._release = [-1] * n
         self._dep_queue: list[object] = [None] * n
         tracker = DependencyTracker()
+        dep_queue = self._dep_queue
         barrier_count: dict[int, int] = {}
-        cost_cache: dict[tuple, Cost] = {}
+        costs = self.costs
         for ins in program:
             i = ins.index
-            rec = record_for(ins.opcode)
+            rec = costs.record(ins.opcode)[0]
             if rec.model == "dma":
                 plan = plan_dma(ins, self.chip, transpose=bool(rec.params.get("all", {})
                                                                  .get("transpose")))
@@ -116,13 +118,7 @@ class Scheduler:
                 eng = ins.engine if ins.engine in ENGINES else "vector"
                 key = (ins.core, eng)
                 dq = key
-                sig = _signature(ins)
-                cost = cost_cache.get(sig) if sig is not None else None
-                if cost is None:
-                    cost = instruction_cost(ins, self.chip)
-                    if sig is not None:
-                        cost_cache[sig] = cost
-                tl.costs[i] = cost
+                tl.costs[i] = costs.cost(ins)
                 if ins.opcode == "core_barrier":
                     k = barrier_count.get(ins.core, 0)
                     barrier_count[ins.core] = k + 1
@@ -134,9 +130,8 @@ class Scheduler:
                 q = self._queues[key] = _Queue()
             q.items.append(i)
             deps = tracker.access(i, ins.core, dq, ins.reads, ins.writes)
-            deps.extend(Dep(j, FLOW, "") for j in ins.deps if 0 <= j < i)
-            tl.deps[i] = [d for d in deps
-                          if d.kind == FLOW or self._dep_queue[d.producer] != dq]
+            deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
+            tl.deps[i] = [d for d in deps if d[1] == FLOW or dep_queue[d[0]] != dq]
         return tl
 
     # ------------------------------------------------------------ main loop
@@ -182,11 +177,11 @@ class Scheduler:
         """(tick when the deps of i allow it to start, producer that bound it), or None."""
         tl, release, sem = self._tl, self._release, self.sem
         ready, blocker = 0, -1
-        for d in tl.deps[i]:
-            if names is not None and d.operand not in names:
+        end = tl.end
+        for j, kind, operand in tl.deps[i]:
+            if names is not None and operand not in names:
                 continue
-            j = d.producer
-            t = release[j] if d.kind == ANTI else tl.end[j]
+            t = release[j] if kind == ANTI else end[j]
             if t < 0:
                 self._waiters.setdefault(j, []).append(key)
                 return None
@@ -223,7 +218,7 @@ class Scheduler:
         eng = key[1]
         p = self.period[eng]
         ii, lat = cost.ii, cost.latency
-        if eng == "vector" and (cost.tiny or any(d.producer == q.last and d.kind == FLOW
+        if eng == "vector" and (cost.tiny or any(d[0] == q.last and d[1] == FLOW
                                                  for d in tl.deps[i])):
             extra = int(self.chip.timing["vector_static_overhead_cycles"])
             ii, lat = ii + extra, lat + extra
@@ -283,7 +278,7 @@ class Scheduler:
             cycles = timing["gpsimd_start_cycles"] + plan.descriptors * \
                 self.chip.dma.swdge_descriptor_cycles
         else:
-            cycles = record_for(self._program[i].opcode).params_for(self.chip).get(
+            cycles = self.costs.record(self._program[i].opcode)[1].get(
                 "trigger_cycles", timing["min_ii_cycles"])
         t = max(q.free, ready)
         issue_end = t + math.ceil(cycles) * p
@@ -371,15 +366,3 @@ class Scheduler:
         for c in cals:
             c.reserve(t, dur, eng)
         return t
-
-
-def _signature(ins: Instruction) -> tuple | None:
-    """A key under which two instructions cost the same (None: do not cache)."""
-    try:
-        ops = tuple((o.name, o.region.space, o.dtype, o.elems_per_partition,
-                     o.inner_stride_bytes, o.nbytes, o.partitions) for o in ins.operands)
-        attrs = tuple(sorted((k, v) for k, v in ins.attrs.items()
-                             if isinstance(v, (str, int, float, bool, type(None)))))
-    except TypeError:
-        return None
-    return (ins.opcode, ins.engine, ops, attrs)

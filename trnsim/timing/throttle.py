@@ -26,7 +26,8 @@ class Throttle:
         self.window = max(1, round(spec.window_ns * ticks_per_ns))
         self.threshold = spec.reengage_below
         self.ramp_start: int | None = None
-        self._busy: deque[tuple[int, int]] = deque()
+        self._busy: deque[tuple[int, int]] = deque()  # MM issue intervals, in order
+        self._busy_sum = 0
         self.throttled_ticks = 0
         self.samples: list[tuple[int, float]] = []  # (tick, cap) when the cap changes
 
@@ -36,13 +37,17 @@ class Throttle:
         return self.f0 + (1 - self.f0) * min(1.0, (t - self.ramp_start) / self.ramp)
 
     def _utilization(self, t: int) -> float | None:
+        """Busy fraction of [max(t - window, ramp_start), t]; None if that span is too short."""
         lo = max(t - self.window, self.ramp_start or 0)
         busy = self._busy
-        while busy and busy[0][1] <= t - self.window:
-            busy.popleft()
+        while busy and busy[0][1] <= lo:
+            s, e = busy.popleft()
+            self._busy_sum -= e - s
         if t - lo < self.window // 2:
-            return None  # too little history since the ramp began to judge
-        used = sum(min(e, t) - max(s, lo) for s, e in busy if e > lo and s < t)
+            return None
+        used = self._busy_sum
+        if busy and busy[0][0] < lo:
+            used -= lo - busy[0][0]
         return used / (t - lo)
 
     def stretch(self, start: int, ii: int) -> int:
@@ -59,6 +64,7 @@ class Throttle:
         out = math.ceil(ii / cap)
         self.throttled_ticks += out - ii
         self._busy.append((start, start + out))
+        self._busy_sum += out
         pct = round(cap * 100)
         if not self.samples or round(self.samples[-1][1] * 100) != pct:
             self.samples.append((start, cap))

@@ -27,6 +27,7 @@ import numpy as np
 from trnsim import semantics as sem
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
+from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
 from trnsim.compat.neuronxcc.nki._state import context, here
 from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
 from trnsim.errors import ConstraintError, KernelError, UnsupportedError
@@ -130,7 +131,7 @@ def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sb
                         accumulates=accumulate_attr is not None, label=label or opcode)
 
 
-def _narrow(box: Box, axes: Axes | None, t: tensor, domain: tuple[int, ...]) -> Box:
+def _narrow(box: Box, axes: Axes | None, t: Any, domain: tuple[int, ...]) -> Box:
     if axes is None:
         if t.ndim == len(domain):
             axes = tuple(range(len(domain)))
@@ -144,7 +145,7 @@ def _narrow(box: Box, axes: Axes | None, t: tensor, domain: tuple[int, ...]) -> 
 
 
 def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
-        outputs: Mapping[str, tuple[tensor, Axes | None]], inputs: Mapping[str, Any],
+        outputs: Mapping[str, tuple[Any, Axes | None]], inputs: Mapping[str, Any],
         axes: Mapping[str, Axes] | None = None, attrs: Mapping[str, Any] | None = None,
         mask: Predicate | bool | None = None, loc: SourceLocation | None = None,
         loops: tuple = (), rmw: bool = False) -> None:
@@ -161,7 +162,7 @@ def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
     try:
         operands: dict[str, Any] = {}
         for name, value in inputs.items():
-            if isinstance(value, tensor):
+            if isinstance(value, (tensor, IndirectAccess)):
                 operands[name] = value.operand(_narrow(box, axes.get(name), value, domain))
             else:
                 operands[name] = value

@@ -44,6 +44,7 @@ class B1State:
     immutable: dict[int, str] = field(default_factory=dict)  # id(Buffer) -> parameter name
     immutable_writes: list[tuple[str, SourceLocation | None]] = field(default_factory=list)
     depth: int = 0  # > 0 while a front-end call is running (nested calls do not re-flush)
+    direct_alloc: bool = False  # an ncc direct allocator was used (an "allocated kernel")
 
     def flush(self) -> None:
         """Materialize the pending result (if any) into a fresh tile."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from conftest import run_tile
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
+import pytest
+from nl_testing import run_tile
+
 from trnsim.errors import ConstraintError
 from trnsim.nki.runner import record_launches, stop_recording
 
@@ -37,9 +37,12 @@ def _program(fn, *args):
 
 def test_zeros_ones_full_values_and_memset():
     def kernel():
-        return (_store(nl.zeros((128, 8), nl.float32)), _store(nl.ones((4, 8), nl.int32)),
-                _store(nl.full((32, 3), 7, nl.int16, buffer=nl.psum if False else nl.sbuf)),
-                _store(nl.full((8, 8), 1.5, nl.bfloat16)))
+        return (
+            _store(nl.zeros((128, 8), nl.float32)),
+            _store(nl.ones((4, 8), nl.int32)),
+            _store(nl.full((32, 3), 7, nl.int16, buffer=nl.psum if False else nl.sbuf)),
+            _store(nl.full((8, 8), 1.5, nl.bfloat16)),
+        )
 
     (z, o, f, b), prog = _program(kernel)
     np.testing.assert_array_equal(z, 0)
@@ -70,9 +73,12 @@ def test_like_functions_default_dtype_and_buffer():
         x = nl.load(a)
         e = nl.empty_like(x)
         z = nl.zeros_like(a, dtype=nl.int32)
-        assert e.shape == x.shape and e.dtype == x.dtype and e.buffer == nl.sbuf
+        assert e.shape == x.shape
+        assert e.dtype == x.dtype
+        assert e.buffer == nl.sbuf
         assert nl.empty_like(a).buffer == nl.private_hbm or nl.is_hbm(nl.empty_like(a).buffer)
-        assert z.dtype == nl.int32 and nl.is_sbuf(z.buffer)
+        assert z.dtype == nl.int32
+        assert nl.is_sbuf(z.buffer)
         return _store(z)
 
     out = nki.simulate(kernel)(np.ones((16, 4), np.float32))
@@ -102,7 +108,7 @@ def test_shared_constant_and_identity(tmp_path):
         assert c1.buffer == nl.shared_hbm
         return c1, c2, _store(ident)
 
-    (c1, c2, ident), prog = _program(kernel)
+    (c1, c2, ident), _prog = _program(kernel)
     np.testing.assert_array_equal(c1, table)
     np.testing.assert_array_equal(c2, table)
     np.testing.assert_array_equal(ident, np.eye(32))
@@ -149,7 +155,8 @@ def test_address_places_on_chip_tensors():
     def kernel():
         t = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf, address=(32, 64))
         nisa.memset(dst=t, value=3.0)
-        assert t.buffer.partition_start == 32 and t.buffer.byte_start == 256
+        assert t.buffer.partition_start == 32
+        assert t.buffer.byte_start == 256
         p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, 1024))
         assert p.buffer.byte_start == 4096
         return _store(t)
@@ -201,20 +208,27 @@ def test_ga_outputs_must_be_shared_hbm():
         nisa.dma_copy(dst=out, src=a)
         return out
 
-    with pytest.raises(ConstraintError, match="buffer=nl.shared_hbm"):
+    with pytest.raises(ConstraintError, match=r"buffer=nl\.shared_hbm"):
         nki.simulate(kernel)(np.ones((4, 4), np.float32))
 
 
 def test_buffer_predicates_and_memory_region():
-    assert nl.is_hbm(nl.hbm) and nl.is_hbm(nl.shared_hbm) and not nl.is_hbm(nl.sbuf)
-    assert nl.is_on_chip(nl.psum) and nl.is_sbuf(nl.sbuf) and nl.is_psum(nl.psum)
+    assert nl.is_hbm(nl.hbm)
+    assert nl.is_hbm(nl.shared_hbm)
+    assert not nl.is_hbm(nl.sbuf)
+    assert nl.is_on_chip(nl.psum)
+    assert nl.is_sbuf(nl.sbuf)
+    assert nl.is_psum(nl.psum)
     assert nl.hbm is nl.private_hbm
     assert isinstance(nl.sbuf, nl.MemoryRegion)
 
     def kernel(a):
         x = nl.load(a)
-        assert x.buffer == nl.sbuf and nl.sbuf == x.buffer and x.buffer != nl.psum
-        assert nl.is_hbm(a.buffer) and a.buffer == nl.shared_hbm
+        assert x.buffer == nl.sbuf
+        assert nl.sbuf == x.buffer
+        assert x.buffer != nl.psum
+        assert nl.is_hbm(a.buffer)
+        assert a.buffer == nl.shared_hbm
         return a
 
     nki.simulate(kernel)(np.ones((4, 4), np.float32))

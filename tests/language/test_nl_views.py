@@ -96,7 +96,9 @@ def test_permute_broadcast_expand_squeeze(device):
     t = hbm(device, A3)
     np.testing.assert_array_equal(t.permute((2, 0, 1)).read(), A3.transpose(2, 0, 1))
     one = t[:, 0:1, :]
-    np.testing.assert_array_equal(one.broadcast(1, 5).read(), np.broadcast_to(A3[:, 0:1], (4, 5, 8)))
+    np.testing.assert_array_equal(
+        one.broadcast(1, 5).read(), np.broadcast_to(A3[:, 0:1], (4, 5, 8))
+    )
     e = t.expand_dim(1)
     assert e.shape == (4, 1, 6, 8)
     np.testing.assert_array_equal(e.read(), A3[:, None])
@@ -143,8 +145,10 @@ def test_view_dtype_scales_last_dim(device):
     back = u8.view(dt.float32)
     np.testing.assert_array_equal(back.read(), T2)
     h = hbm(device, np.arange(32, dtype=np.int16).reshape(4, 8))
-    np.testing.assert_array_equal(h.reinterpret_cast(dt.int32).read(),
-                                  np.arange(32, dtype=np.int16).reshape(4, 8).view(np.int32))
+    np.testing.assert_array_equal(
+        h.reinterpret_cast(dt.int32).read(),
+        np.arange(32, dtype=np.int16).reshape(4, 8).view(np.int32),
+    )
 
 
 def test_get_pattern_is_contiguous(device):
@@ -182,7 +186,8 @@ def test_ap_scalar_offset_reads_at_runtime_value(device):
     t = hbm(device, A3)
     idx = sbuf(device, np.array([[2]], dtype=np.int32))
     v = t.ap([[8, 6], [1, 8]], offset=0, scalar_offset=idx, indirect_dim=0)
-    assert v.is_indirect() and v.dynamic.kind == "scalar"
+    assert v.is_indirect()
+    assert v.dynamic.kind == "scalar"
     np.testing.assert_array_equal(v.read(), A3[2])
     idx.write(np.array([[3]], dtype=np.int32))  # the offset is read when the view is used
     np.testing.assert_array_equal(v.read(), A3[3])
@@ -216,7 +221,7 @@ def test_runtime_index_out_of_bounds(device):
     t = hbm(device, np.zeros((10, 4), np.float32))
     idx = sbuf(device, np.array([[12]], dtype=np.int32))
     v = t.vector_select(0, idx)
-    pos, valid = v.element_positions()
+    _pos, valid = v.element_positions()
     assert not valid.any()
     with pytest.raises(OutOfBoundsError, match=r"valid indices \[0, 10\)"):
         v.read()
@@ -249,8 +254,18 @@ def test_indirect_view_snake_offsets(device):
         (lambda t: t.reshape_dim(1, (5, -1)), "cannot infer -1"),
         (lambda t: t[:, 0:24:2].view(dt.uint8), "last dimension must be contiguous"),
     ],
-    ids=["permute", "broadcast-size", "broadcast-p", "expand-p", "squeeze", "flatten-p",
-         "select-p", "slice", "reshape_dim", "view"],
+    ids=[
+        "permute",
+        "broadcast-size",
+        "broadcast-p",
+        "expand-p",
+        "squeeze",
+        "flatten-p",
+        "select-p",
+        "slice",
+        "reshape_dim",
+        "view",
+    ],
 )
 def test_view_errors_on_chip(device, call, match):
     s = sbuf(device, T2)

@@ -1,16 +1,14 @@
-"""Helpers for nki.language tests: run a tile function on loaded inputs and fetch the result."""
+"""run_tile: run a tile function on loaded inputs and fetch the result (nki.language tests)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-import pytest
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
 
 
 def run_tile(fn: Callable[..., Any], *arrays: np.ndarray, chip: str = "trn3") -> np.ndarray:
@@ -29,8 +27,3 @@ def run_tile(fn: Callable[..., Any], *arrays: np.ndarray, chip: str = "trn3") ->
         return out
 
     return nki.simulate(kernel, chip=chip)(*arrays)
-
-
-@pytest.fixture
-def tile_runner() -> Callable[..., np.ndarray]:
-    return run_tile

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pytest
-from conftest import run_tile
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
+import pytest
+from nl_testing import run_tile
+
 import trnsim
 from trnsim.errors import ConstraintError
 from trnsim.nki.runner import record_launches, stop_recording
@@ -100,10 +100,13 @@ def test_binary_tile_tile_and_tile_scalar(name):
     ref = BINARY[name]
     x = np.round(X * 2) if name.startswith(("logical", "equal", "not_equal")) else X
     x = x.astype(np.float32)
-    np.testing.assert_allclose(run_tile(getattr(nl, name), x, Y), ref(x, Y), rtol=1e-6,
-                               atol=1e-6)
-    np.testing.assert_allclose(run_tile(lambda a: getattr(nl, name)(a, 1.5), x),
-                               ref(x, np.float32(1.5)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(run_tile(getattr(nl, name), x, Y), ref(x, Y), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        run_tile(lambda a: getattr(nl, name)(a, 1.5), x),
+        ref(x, np.float32(1.5)),
+        rtol=1e-6,
+        atol=1e-6,
+    )
 
 
 def test_scalar_first_operand_is_reversed():
@@ -118,12 +121,16 @@ def test_partition_column_operand_broadcasts_along_free_dim():
 
 
 def test_power_and_bitwise():
-    np.testing.assert_allclose(run_tile(nl.power, POS, Y[:, :64] * 0.5),
-                               POS.astype(np.float64) ** (Y * 0.5), rtol=1e-5)
+    np.testing.assert_allclose(
+        run_tile(nl.power, POS, Y[:, :64] * 0.5), POS.astype(np.float64) ** (Y * 0.5), rtol=1e-5
+    )
     a = RNG.integers(0, 1 << 20, (128, 32)).astype(np.int32)
     b = RNG.integers(0, 1 << 20, (128, 32)).astype(np.int32)
-    for name, ref in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
-                      ("bitwise_xor", np.bitwise_xor)):
+    for name, ref in (
+        ("bitwise_and", np.bitwise_and),
+        ("bitwise_or", np.bitwise_or),
+        ("bitwise_xor", np.bitwise_xor),
+    ):
         np.testing.assert_array_equal(run_tile(getattr(nl, name), a, b), ref(a, b))
     np.testing.assert_array_equal(run_tile(lambda t: nl.left_shift(t, 3), a), a << 3)
     np.testing.assert_array_equal(run_tile(lambda t: nl.right_shift(t, 2), a), a >> 2)
@@ -133,14 +140,21 @@ def test_power_and_bitwise():
 @pytest.mark.parametrize("name", ["sum", "max", "min", "prod", "mean", "var", "all"])
 def test_reductions_over_trailing_axes(name):
     x3 = (RNG.standard_normal((128, 4, 16)) * 0.5 + (1.0 if name == "prod" else 0)).astype(
-        np.float32)
+        np.float32
+    )
     if name == "all":
         x3 = (np.abs(x3) > 0.3).astype(np.float32)
-    ref = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod, "mean": np.mean,
-           "var": np.var, "all": lambda a, axis, keepdims: np.all(a, axis=axis,
-                                                                  keepdims=keepdims)}[name]
+    ref = {
+        "sum": np.sum,
+        "max": np.max,
+        "min": np.min,
+        "prod": np.prod,
+        "mean": np.mean,
+        "var": np.var,
+        "all": lambda a, axis, keepdims: np.all(a, axis=axis, keepdims=keepdims),
+    }[name]
+    keep = name == "var"  # var always keeps the reduced axes
     for axis in ((2,), (1, 2)):
-        keep = name == "var"  # var always keeps the reduced axes
         out = run_tile(lambda t, axis=axis: getattr(nl, name)(t, axis=axis, keepdims=keep), x3)
         expect = ref(x3.astype(np.float64), axis=axis, keepdims=keep)
         np.testing.assert_allclose(out, expect, rtol=2e-4, atol=1e-5)
@@ -155,40 +169,57 @@ def test_reduction_keepdims_shapes():
 
 def test_softmax_and_rms_norm():
     e = np.exp(X.astype(np.float64) - X.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(run_tile(lambda t: nl.softmax(t, axis=1), X),
-                               e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        run_tile(lambda t: nl.softmax(t, axis=1), X),
+        e / e.sum(axis=1, keepdims=True),
+        rtol=1e-5,
+        atol=1e-7,
+    )
     x3 = X.reshape(128, 4, 16)
     e3 = np.exp(x3.astype(np.float64) - x3.max(axis=2, keepdims=True))
-    np.testing.assert_allclose(run_tile(lambda t: nl.softmax(t, axis=2), x3),
-                               e3 / e3.sum(axis=2, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        run_tile(lambda t: nl.softmax(t, axis=2), x3),
+        e3 / e3.sum(axis=2, keepdims=True),
+        rtol=1e-5,
+        atol=1e-7,
+    )
     x64 = X.astype(np.float64)
     ref = x64 / np.sqrt((x64**2).mean(axis=1, keepdims=True) + 1e-6) * Y
-    np.testing.assert_allclose(run_tile(lambda a, w: nl.rms_norm(a, w, axis=1, n=64), X, Y),
-                               ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        run_tile(lambda a, w: nl.rms_norm(a, w, axis=1, n=64), X, Y), ref, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_where_broadcast_to_expand_dims():
     cond = (X > 0).astype(np.float32)
     np.testing.assert_array_equal(run_tile(nl.where, cond, X, Y), np.where(cond > 0, X, Y))
-    np.testing.assert_array_equal(run_tile(lambda c, a: nl.where(c, a, 0.0), cond, X),
-                                  np.where(cond > 0, X, 0))
+    np.testing.assert_array_equal(
+        run_tile(lambda c, a: nl.where(c, a, 0.0), cond, X), np.where(cond > 0, X, 0)
+    )
     col = X[:, 0:1].copy()
-    np.testing.assert_array_equal(run_tile(lambda t: nl.broadcast_to(t, (128, 8)), col),
-                                  np.broadcast_to(col, (128, 8)))
+    np.testing.assert_array_equal(
+        run_tile(lambda t: nl.broadcast_to(t, (128, 8)), col), np.broadcast_to(col, (128, 8))
+    )
     row = X[0:1, :].copy()
-    np.testing.assert_array_equal(run_tile(lambda t: nl.broadcast_to(t, (128, 64)), row),
-                                  np.broadcast_to(row, (128, 64)))
+    np.testing.assert_array_equal(
+        run_tile(lambda t: nl.broadcast_to(t, (128, 64)), row), np.broadcast_to(row, (128, 64))
+    )
     assert run_tile(lambda t: nl.copy(nl.expand_dims(t, 1)), X).shape == (128, 1, 64)
 
 
 def test_matmul_and_transpose():
     a = RNG.standard_normal((64, 128)).astype(np.float32)
     b = RNG.standard_normal((64, 96)).astype(np.float32)
-    np.testing.assert_allclose(run_tile(lambda x, y: nl.matmul(x, y, transpose_x=True), a, b),
-                               a.astype(np.float64).T @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        run_tile(lambda x, y: nl.matmul(x, y, transpose_x=True), a, b),
+        a.astype(np.float64).T @ b,
+        rtol=1e-4,
+        atol=1e-4,
+    )
     c = RNG.standard_normal((32, 64)).astype(np.float32)
-    np.testing.assert_allclose(run_tile(nl.matmul, c, b), c.astype(np.float64) @ b, rtol=1e-4,
-                               atol=1e-4)
+    np.testing.assert_allclose(
+        run_tile(nl.matmul, c, b), c.astype(np.float64) @ b, rtol=1e-4, atol=1e-4
+    )
     np.testing.assert_array_equal(run_tile(nl.transpose, a), a.T)
     small = a[:16, :24].copy()
     np.testing.assert_array_equal(run_tile(nl.transpose, small), small.T)
@@ -228,8 +259,12 @@ def test_wrappers_issue_the_documented_instructions():
     ops = [[(i.opcode, i.engine) for i in r.program] for r in runs]
     softmax_ops = [o for o, _ in ops[0]]
     assert softmax_ops[:1] == ["dma_copy"]
-    assert ["tensor_reduce", "activation", "reciprocal", "tensor_scalar"] == [
-        o for o in softmax_ops if o not in ("dma_copy",)]
+    assert [o for o in softmax_ops if o not in ("dma_copy",)] == [
+        "tensor_reduce",
+        "activation",
+        "reciprocal",
+        "tensor_scalar",
+    ]
     assert ("activation", "scalar") in ops[1]
     assert ("tensor_tensor", "vector") in ops[2]
     assert ("nc_matmul", "tensor") in ops[3]
@@ -308,8 +343,9 @@ def test_op_constants_resolve_by_name():
     def kernel(a):
         x = nl.load(a)
         out_t = nl.ndarray(x.shape, x.dtype)
-        nisa.tensor_scalar(dst=out_t, data=x, op0=nl.multiply, operand0=3.0, op1=nl.add,
-                           operand1=1.0)
+        nisa.tensor_scalar(
+            dst=out_t, data=x, op0=nl.multiply, operand0=3.0, op1=nl.add, operand1=1.0
+        )
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
         nl.store(out, out_t)
         return out

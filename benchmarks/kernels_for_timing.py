@@ -1,0 +1,67 @@
+"""Kernels the timing benchmarks run (not part of the test suite)."""
+
+from __future__ import annotations
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+
+TILE_K, TILE_M, TILE_N = 128, 128, 512  # contraction (pmax), stationary free, moving free
+
+
+@nki.jit
+def blocked_matmul(a_t, b):
+    """out[M, N] = a_t.T @ b. Dimensions: a_t [K, M], b [K, N], K, M multiples of 128, N of 512.
+
+    A^T column blocks (K x 128) stay in SBUF for a whole row of output tiles; B tiles stream.
+    """
+    k_dim, m_dim = a_t.shape
+    _, n_dim = b.shape
+    kt = k_dim // TILE_K
+    out = nl.ndarray((m_dim, n_dim), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_dim // TILE_M):
+        a_blk = nl.ndarray((TILE_K, kt * TILE_M), dtype=a_t.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(kt):
+            nisa.dma_copy(dst=a_blk[:, k * TILE_M:(k + 1) * TILE_M],
+                          src=a_t[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
+        for n in nl.affine_range(n_dim // TILE_N):
+            acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(kt):
+                bt = nl.ndarray((TILE_K, TILE_N), dtype=b.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=bt, src=b[k * TILE_K:(k + 1) * TILE_K,
+                                            n * TILE_N:(n + 1) * TILE_N])
+                nisa.nc_matmul(dst=acc, stationary=a_blk[:, k * TILE_M:(k + 1) * TILE_M],
+                               moving=bt)
+            res = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=res, src=acc)
+            nisa.dma_copy(dst=out[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
+                          src=res)
+    return out
+
+
+@nki.jit
+def elementwise_chain(x):
+    """y = exp(x) * x + x on [128, F] tiles of a [R, F] tensor: 3 compute ops per 2 DMAs."""
+    rows, free = x.shape
+    y = nl.ndarray((rows, free), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(rows // 128):
+        t = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
+        e = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[r * 128:(r + 1) * 128, :])
+        nisa.activation(dst=e, op=nl.exp, data=t)
+        nisa.tensor_tensor(dst=e, data1=e, data2=t, op=nl.multiply)
+        nisa.tensor_tensor(dst=e, data1=e, data2=t, op=nl.add)
+        nisa.dma_copy(dst=y[r * 128:(r + 1) * 128, :], src=e)
+    return y
+
+
+@nki.jit
+def hbm_stream(x):
+    """Copy x [R, F] through SBUF in [128, F] tiles: pure DMA traffic, two transfers per tile."""
+    rows, free = x.shape
+    y = nl.ndarray((rows, free), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(rows // 128):
+        t = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[r * 128:(r + 1) * 128, :])
+        nisa.dma_copy(dst=y[r * 128:(r + 1) * 128, :], src=t)
+    return y

@@ -1,0 +1,154 @@
+"""`trnsim profile | view | diff | demo`: record, read and compare engine timelines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from trnsim.cli import command, run_script
+
+
+@contextmanager
+def progress(label: str) -> Iterator[None]:
+    """A live instruction counter on stderr while simulating; silent when not a terminal."""
+    from trnsim.nki.runner import report_progress
+
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def cb(n: int) -> None:
+            bar.update(task, description=f"{label}: {n:,} instructions")
+
+        token = report_progress(cb)
+        try:
+            yield
+        finally:
+            from trnsim.nki.runner import stop_progress
+
+            stop_progress(token)
+
+
+def _configure_profile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("script", help="script whose kernel launches are recorded")
+    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    p.add_argument("-o", "--output", default="profile.pftrace",
+                   help="trace file (.pftrace, or .json for Chrome's format)")
+    p.add_argument("--png", default=None, help="also draw the timeline into this PNG")
+    p.add_argument("--chip", default=None, help="trn1, trn2 or trn3 (default: trn3)")
+    p.add_argument("--dma-rows", choices=["queue", "engine"], default="queue",
+                   help="one DMA row per queue (default) or per DMA engine")
+
+
+@command("profile", "run a script and record every kernel launch as a timeline",
+         _configure_profile)
+def _profile(args: argparse.Namespace) -> int:
+    from trnsim import report
+    from trnsim.nki.runner import record_launches, stop_recording
+    from trnsim.timing.profile import time_program
+    from trnsim.viz import plot
+
+    if args.chip:
+        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = args.chip
+    runs: list = []
+    token = record_launches(runs)
+    try:
+        with progress(f"simulating {os.path.basename(args.script)}"):
+            run_script(args.script, args.script_args)
+    finally:
+        stop_recording(token)
+    if not runs:
+        print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
+        return 1
+    profiles = [(r.kernel_name, time_program(r.program, r.chip)) for r in runs]
+    trace = report.concatenate(profiles, args.dma_rows)
+    trace.save(args.output)
+    summaries = [report.summary(p, name) for name, p in profiles]
+    with open(report.summary_path(args.output), "w") as f:
+        json.dump({"launches": summaries}, f, indent=1, sort_keys=True)
+    for s in summaries:
+        print(report.format_summary(s))
+    print(f"wrote {args.output} ({len(runs)} launch{'es' if len(runs) > 1 else ''})")
+    if args.png:
+        plot(trace, args.png)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def _summaries(path: str) -> list[dict]:
+    from trnsim import report
+
+    data = report.load_summary(path)
+    return data["launches"] if "launches" in data else [data]
+
+
+def _configure_view(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="a trace written by trnsim profile / Profile.save")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--png", default=None, help="draw the timeline into this PNG")
+
+
+@command("view", "print the summary of a recorded trace", _configure_view)
+def _view(args: argparse.Namespace) -> int:
+    from trnsim import report
+
+    sums = _summaries(args.trace)
+    if args.json:
+        print(json.dumps(sums if len(sums) > 1 else sums[0], indent=1, sort_keys=True))
+    else:
+        print("\n\n".join(report.format_summary(s) for s in sums))
+    if args.png:
+        from trnsim.trace import trace_from_perfetto
+        from trnsim.viz import plot
+
+        plot(trace_from_perfetto(args.trace), args.png)
+        print(f"wrote {args.png}")
+    return 0
+
+
+def _configure_diff(p: argparse.ArgumentParser) -> None:
+    p.add_argument("before")
+    p.add_argument("after")
+
+
+@command("diff", "compare two recorded traces: total, per engine, per source line",
+         _configure_diff)
+def _diff(args: argparse.Namespace) -> int:
+    from trnsim import report
+
+    a, b = _summaries(args.before), _summaries(args.after)
+    if len(a) != len(b):
+        print(f"note: {len(a)} launches before, {len(b)} after; comparing pairwise")
+    for n, (x, y) in enumerate(zip(a, b, strict=False)):
+        print(f"== launch {n}: {x.get('kernel')} -> {y.get('kernel')}")
+        print(report.diff(x, y))
+    return 0
+
+
+def _configure_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="out", help="directory for the traces and pictures")
+    p.add_argument("--chip", default="trn3")
+    p.add_argument("--size", type=int, default=1024,
+                   help="matmul M=N=K (multiple of 512); attention uses seq len = size")
+
+
+@command("demo", "simulate a blocked bf16 matmul and an attention kernel; write timelines",
+         _configure_demo)
+def _demo(args: argparse.Namespace) -> int:
+    from trnsim.demo import run_demo
+
+    with progress("demo"):
+        out = run_demo(args.out, args.chip, args.size)
+    for line in out:
+        print(line)
+    return 0

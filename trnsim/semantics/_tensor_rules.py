@@ -1,0 +1,186 @@
+"""Shared helpers of the Tensor Engine instructions (nc_matmul, nc_matmul_mx, nc_transpose):
+PSUM result writes, tiling rules, warnings. Knows chips, dtypes and views; nothing about time.
+
+PSUM accumulation groups (nc_matmul / nc_matmul_mx `accumulate`). `core.psum_accumulating`
+flags every fp32 word of PSUM that was written since the allocation that covers it; any write
+by any engine sets it (core.py marks written PSUM words after every instruction), and a fresh
+PSUM allocation clears it. That is the GA docstring's rule read literally: accumulate=None
+"auto-detects based on whether this PSUM location was previously written". Per element:
+accumulate=False overwrites, True adds (and warns with SimulationWarning where the word was
+never written, as AWS's 0.5 simulator warns; the sum then includes the NaN poison of fresh
+PSUM), None adds where written and overwrites elsewhere. Limitation: the state is per 4-byte
+word, so two bf16 elements sharing a word share it (a matmul writing only one of them opens
+the group for both).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from trnsim.errors import ConstraintError, SimulationWarning
+from trnsim.memory import View
+from trnsim.program import capture_location
+from trnsim.spec import elems_of, fail, partitions_of, start_partition
+
+PE_ROWS = 128  # systolic array rows (contraction) and columns (stationary free -> dst partitions)
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def warn(message: str) -> None:
+    """A SimulationWarning attributed to the user's kernel line."""
+    loc = capture_location()
+    if loc is None:
+        warnings.warn(message, SimulationWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(message, SimulationWarning, loc.filename, loc.lineno)
+
+
+def psum_words(view: View) -> tuple[np.ndarray, np.ndarray]:
+    """(partition, fp32 word) of every element of an on-chip view, each shaped like the view:
+    indices into core.psum_accumulating."""
+    lay, buf = view.layout, view.buffer
+    per_partition = buf.elems_per_partition(lay.dtype)
+    pos = np.full(lay.shape, lay.offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
+        shape = [1] * len(lay.shape)
+        shape[d] = n
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    part, elem = np.divmod(pos, per_partition) if per_partition else (pos * 0, pos)
+    return buf.partition_start + part, (buf.byte_start + elem * lay.dtype.itemsize) // 4
+
+
+def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulate) -> None:
+    """Store a matmul result (fp32, shaped like dst) with the per-element accumulate rule."""
+    rows, words = psum_words(dst)
+    written = core.psum_accumulating[rows, words]
+    if accumulate is None:
+        add = written
+    elif accumulate:
+        add = np.ones(dst.shape, dtype=bool)
+        if not written.all():
+            warn(
+                f"{instr}: accumulate=True onto {int((~written).sum())} PSUM element(s) of "
+                f"'{dst.name}' that nothing wrote since allocation; the sum includes their "
+                "undefined contents (use accumulate=False or None for the first matmul)"
+            )
+    else:
+        add = np.zeros(dst.shape, dtype=bool)
+    result = np.asarray(result, dtype=np.float32)
+    if add.any():
+        with np.errstate(all="ignore"):
+            result = np.where(add, dst.read_f32() + result, result)  # fp32 PSUM add
+    dst.write(result)
+    core.psum_accumulating[rows, words] = True
+
+
+def write_bits(dst: View, bits: np.ndarray) -> None:
+    """Store values bit for bit (any storage dtype of dst's element size)."""
+    isz = dst.dtype.itemsize
+    dst.array().view(_UINT[isz])[...] = (
+        np.ascontiguousarray(bits).view(_UINT[isz]).reshape(dst.shape)
+    )
+
+
+def _int(v, instr: str, what: str) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError) as e:
+        raise ConstraintError(f"{instr}: {what} must be integers, got {v!r}") from e
+
+
+def check_tiling(
+    instr: str, chip, attrs, k: int, m: int, dst: View, row_only: bool = False
+) -> tuple[int, int]:
+    """tile_position / tile_size rules (nki-api.md §7.1). Returns (row_size, column_size)."""
+    pos = tuple(attrs.get("tile_position") or ())
+    size = tuple(attrs.get("tile_size") or ())
+    if bool(pos) != bool(size):
+        fail(
+            instr,
+            f"tile_position={pos} and tile_size={size}",
+            "set both tile_position and tile_size, or neither",
+        )
+    if not size:
+        return PE_ROWS, PE_ROWS
+    if len(pos) != 2 or len(size) != 2:
+        fail(instr, f"tile_position={pos}, tile_size={size}", "both are (row, column) pairs")
+    (r0, c0), (rs, cs) = (
+        (_int(v, instr, "tile_position values") for v in pos),
+        (_int(v, instr, "tile_size values") for v in size),
+    )
+    allowed = tuple(chip.tensor.tile_sizes)
+    for what, v in (("row size", rs), ("column size", cs)):
+        if v not in allowed:
+            fail(
+                instr,
+                f"tile_size={size}: {what} {v} is not a PE tile size",
+                f"allowed on {chip.name}: {', '.join(map(str, allowed))}",
+            )
+    if row_only and (cs != PE_ROWS or c0 != 0):
+        fail(
+            instr,
+            f"tile_size={size}, tile_position={pos}",
+            "only row tiling: column size must be 128 and the start column 0",
+        )
+    for what, p, s in (("row", r0, rs), ("column", c0, cs)):
+        if p < 0 or p % s or p + s > PE_ROWS:
+            fail(
+                instr,
+                f"tile_position {what} {p} with {what} size {s}",
+                f"the start {what} must be a multiple of the {what} size and the tile must end "
+                f"by {PE_ROWS}",
+            )
+    if k > rs:
+        fail(
+            instr,
+            f"the contraction spans {k} partitions but the row tile has {rs} rows",
+            f"at most {rs} (tile_size row size)",
+        )
+    if m > cs:
+        fail(
+            instr,
+            f"operand 'stationary' has free size {m} but the column tile has {cs} columns",
+            f"at most {cs} (tile_size column size)",
+        )
+    if cs < PE_ROWS and start_partition(dst) != c0:
+        fail(
+            instr,
+            f"dst starts at PSUM partition {start_partition(dst)}; with tile_position "
+            f"column {c0} the results land in PSUM partitions [{c0}, {c0 + m})",
+            f"index dst from partition {c0}",
+        )
+    return rs, cs
+
+
+def check_dst_shape(instr: str, dst: View, m: int, n: int) -> None:
+    if partitions_of(dst) != m or elems_of(dst) != n:
+        fail(
+            instr,
+            f"dst has {partitions_of(dst)} partitions x {elems_of(dst)} elements "
+            f"(shape {list(dst.shape)})",
+            f"the result is [{m}, {n}]",
+        )
+
+
+def check_psum_banks(instr: str, chip, dst: View) -> None:
+    """Before NC-v4 a matmul writes into one 2 KiB PSUM bank (nki-api.md §3.4 TC2)."""
+    if chip.nc_version >= 4:
+        return
+    bank = chip.tile_size["psum_bank_fmax_bytes"]
+    r = dst.region()
+    if r.byte_end > r.byte_start and r.byte_start // bank != (r.byte_end - 1) // bank:
+        fail(
+            instr,
+            f"dst spans PSUM bytes [{r.byte_start}, {r.byte_end}) of each partition, "
+            f"crossing a {bank}-byte bank boundary",
+            f"on {chip.name} a matmul result must fit in one PSUM bank "
+            f"({chip.tile_size['psum_bank_fmax']} fp32)",
+        )
+
+
+def perf_mode_name(v) -> str:
+    v = getattr(v, "value", v)
+    return "none" if v is None else str(v)
