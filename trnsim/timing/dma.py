@@ -15,6 +15,7 @@ import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
@@ -32,6 +33,7 @@ class DmaPlan:
     chunks: tuple[tuple[int, int], ...]  # (descriptors, bytes) per engine slot, in order
     hbm_weight: int  # HBM operands (HBM->HBM streams count twice)
     efficiency: float  # fraction of the engine rate (DMA transpose < 1)
+    uniform: bool  # every chunk has the same descriptors and bytes
     hbm_read: int = 0
     hbm_write: int = 0
 
@@ -78,7 +80,23 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
         src_hbm = any(o.region.space == "hbm" for o in instr.reads)
         eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
     return DmaPlan(queue, issuer, dge, rows * desc_per_row, nbytes, tuple(chunks),
-                   len(hbm_reads) + len(hbm_writes), eff, sum(hbm_reads), sum(hbm_writes))
+                   len(hbm_reads) + len(hbm_writes), eff, len(set(chunks)) == 1,
+                   sum(hbm_reads), sum(hbm_writes))
+
+
+class ChunkRecord(NamedTuple):
+    """A finished chunk: one transfer's packet on one DMA engine, in ticks."""
+
+    transfer: int  # instruction index
+    core: int
+    engine: int
+    queue: str
+    descriptors: int
+    nbytes: int
+    hbm_weight: int
+    start: int
+    stream_start: int  # descriptor overheads paid, data starts moving
+    end: int
 
 
 @dataclass(slots=True)
@@ -130,10 +148,11 @@ class DmaSystem:
         n_cores = chip.cores_per_chip if cores is None else cores
         worst = n_cores * chip.dma.engines_per_core * chip.dma.engine_bytes_per_ns * 2
         self.uncapped = worst <= chip.hbm.bandwidth_gbps
-        self._free: dict[tuple[int, int], int] = {}  # uncapped: engine -> tick it frees up
+        self._free: dict[int, list[int]] = {}  # uncapped: core -> tick each engine frees up
         self._left: dict[int, int] = {}  # transfer -> chunks not finished
         self._next_engine: dict[tuple[int, str], int] = {}
-        self.chunks: list[Chunk] = []
+        # ChunkRecord fields + a count of consecutive engines sharing them, as plain tuples
+        self.records: list[tuple] = []
         self.pending_samples: list[tuple[int, int]] = [(0, 0)]  # (tick, transfers in flight)
 
     def _push(self, t: int, kind: int, obj: object) -> None:
@@ -142,14 +161,10 @@ class DmaSystem:
 
     def submit(self, transfer: int, core: int, plan: DmaPlan, ready: int) -> None:
         """Transfer `transfer` (an instruction index) may start moving data at tick `ready`."""
-        rate = self.chip.dma.engine_bytes_per_ns * plan.efficiency / self.ticks_per_ns
         n_eng = self.chip.dma.engines_per_core
         first = self._next_engine.get((core, plan.queue), 0)
         self._next_engine[(core, plan.queue)] = (first + len(plan.chunks)) % n_eng
-        chunks = [Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight,
-                        rate) for i, (d, b) in enumerate(plan.chunks)]
-        self._left[transfer] = len(chunks)
-        self._push(ready, 0, chunks)
+        self._push(ready, 0, (transfer, core, first, plan))
 
     @property
     def idle(self) -> bool:
@@ -177,23 +192,49 @@ class DmaSystem:
                     self._finish(t, chunk, done)
         return done
 
-    def _arrive_uncapped(self, t: int, chunks: list[Chunk]) -> None:
+    def _arrive_uncapped(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         """Without HBM contention each engine's schedule follows from arrivals alone: chunks are
         served in arrival order (queues are not interleaved round-robin on this path)."""
+        transfer, core, first, plan = arrival
         self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
-        free, desc = self._free, self.desc_ticks
+        n_eng = self.chip.dma.engines_per_core
+        free = self._free.get(core)
+        if free is None:
+            free = self._free[core] = [0] * n_eng
+        desc, rate = self.desc_ticks, self._rate(plan)
+        queue, w, records = plan.queue, plan.hbm_weight, self.records
+        n = len(plan.chunks)
+        if plan.uniform and first + n <= n_eng and max(free[first:first + n]) <= t:
+            # The common case: idle engines, equal chunks: one row for the whole group.
+            d, b = plan.chunks[0]
+            stream = t + math.ceil(d * desc)
+            end = stream + math.ceil(b / rate)
+            free[first:first + n] = [end] * n
+            records.append((transfer, core, first, queue, d, b, w, t, stream, end, n))
+            self._push(end, 3, transfer)
+            return
         last = t
-        for c in chunks:
-            key = (c.core, c.engine)
-            c.start = max(t, free.get(key, 0))
-            c.stream_start = c.start + math.ceil(c.descriptors * desc)
-            c.end = free[key] = c.stream_start + math.ceil(c.nbytes / c.rate)
-            last = max(last, c.end)
-        self.chunks.extend(chunks)
-        del self._left[chunks[0].transfer]
-        self._push(last, 3, chunks[0].transfer)
+        e = first
+        for d, b in plan.chunks:
+            f = free[e]
+            start = t if t > f else f
+            stream = start + math.ceil(d * desc)
+            end = free[e] = stream + math.ceil(b / rate)
+            records.append((transfer, core, e, queue, d, b, w, start, stream, end, 1))
+            if end > last:
+                last = end
+            e = e + 1 if e + 1 < n_eng else 0
+        self._push(last, 3, transfer)
 
-    def _arrive(self, t: int, chunks: list[Chunk]) -> None:
+    def _rate(self, plan: DmaPlan) -> float:
+        return self.chip.dma.engine_bytes_per_ns * plan.efficiency / self.ticks_per_ns
+
+    def _arrive(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
+        transfer, core, first, plan = arrival
+        n_eng, rate = self.chip.dma.engines_per_core, self._rate(plan)
+        chunks = [Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight,
+                        rate) for i, (d, b) in enumerate(plan.chunks)]
+        self._left[transfer] = len(chunks)
         self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
         for c in chunks:
             eng = self._engines.get((c.core, c.engine))
@@ -216,7 +257,6 @@ class DmaSystem:
                 c = q.popleft()
                 eng.last, eng.busy = i, True
                 c.start = t
-                self.chunks.append(c)
                 t_stream = c.stream_start = t + math.ceil(c.descriptors * self.desc_ticks)
                 if self.uncapped or c.hbm_weight == 0:
                     c.cur_rate = c.rate
@@ -235,6 +275,8 @@ class DmaSystem:
 
     def _finish(self, t: int, c: Chunk, done: list[tuple[int, int]]) -> None:
         c.end = t
+        self.records.append((c.transfer, c.core, c.engine, c.queue, c.descriptors, c.nbytes,
+                             c.hbm_weight, c.start, c.stream_start, c.end, 1))
         if id(c) in self._active:
             del self._active[id(c)]
             self._demand -= c.rate * c.hbm_weight

@@ -14,6 +14,7 @@ base clock (the least common multiple of the engine clocks), so costs stay integ
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from trnsim.program import Instruction
 from trnsim.timing.calendar import Calendar
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
-from trnsim.timing.dma import Chunk, DmaPlan, DmaSystem, plan_dma
+from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
 from trnsim.timing.throttle import Throttle
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
@@ -58,9 +59,20 @@ class Timeline:
     costs: list[Cost | None]
     ls: dict[int, tuple[int, int]] = field(default_factory=dict)
     dma: dict[int, tuple[DmaPlan, int, int]] = field(default_factory=dict)  # plan, trig end, ready
-    chunks: list[Chunk] = field(default_factory=list)
+    chunk_rows: list[tuple] = field(default_factory=list)  # ChunkRecord fields + count
     pending_samples: list[tuple[int, int]] = field(default_factory=list)
     throttle: dict[int, Throttle] = field(default_factory=dict)
+
+    @functools.cached_property
+    def chunks(self) -> list[ChunkRecord]:
+        """DMA chunks, one per engine, in the order they were scheduled."""
+        out = []
+        for *r, count in self.chunk_rows:
+            if count == 1:
+                out.append(ChunkRecord(*r))
+            else:
+                out.extend(ChunkRecord(r[0], r[1], r[2] + k, *r[3:]) for k in range(count))
+        return out
 
 
 class _Queue:
@@ -105,12 +117,16 @@ class Scheduler:
         dep_queue = self._dep_queue
         barrier_count: dict[int, int] = {}
         costs = self.costs
+        plans: dict[tuple, DmaPlan] = {}
         for ins in program:
             i = ins.index
             rec = costs.record(ins.opcode)[0]
             if rec.model == "dma":
-                plan = plan_dma(ins, self.chip, transpose=bool(rec.params.get("all", {})
-                                                                 .get("transpose")))
+                sig = _dma_signature(ins)
+                plan = plans.get(sig)
+                if plan is None:
+                    plan = plans[sig] = plan_dma(ins, self.chip, transpose=bool(
+                        costs.record(ins.opcode)[1].get("transpose")))
                 key = (ins.core, plan.issuer)
                 dq: object = ("dma", i)
                 tl.dma[i] = (plan, -1, -1)
@@ -157,7 +173,7 @@ class Scheduler:
         stuck = [k for k, q in self._queues.items() if q.head < len(q.items)]
         if stuck:
             raise AssertionError(f"scheduler: queues {stuck} never drained")  # a trnsim bug
-        tl.chunks = self.dma.chunks
+        tl.chunk_rows = self.dma.records
         tl.pending_samples = self.dma.pending_samples
         return tl
 
@@ -366,3 +382,10 @@ class Scheduler:
         for c in cals:
             c.reserve(t, dur, eng)
         return t
+
+
+def _dma_signature(ins: Instruction) -> tuple:
+    ops = tuple([(o.name, o.region.space, o.nbytes, o.partitions, o.contiguous_bytes,
+                  len(o.shape) and o.shape[0]) for o in ins.operands])
+    a = ins.attrs
+    return (ins.opcode, ops, a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))

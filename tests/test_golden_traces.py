@@ -1,0 +1,100 @@
+"""Golden traces: each example script and library kernel has a recorded timeline in traces/.
+
+A run is compared event by event with its golden file; the first differing event is reported.
+Regenerate on purpose with `pytest --update-traces tests/test_golden_traces.py` and explain the
+change in the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+from trnsim import report
+from trnsim.nki.runner import record_launches, stop_recording
+from trnsim.timing.profile import time_program
+from trnsim.trace import diff_golden
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TRACES = ROOT / "traces"
+EXAMPLES = sorted((ROOT / "examples").glob("*/*.py"))
+
+
+def _golden_lines_of_script(path: pathlib.Path) -> list[str]:
+    from trnsim.cli import run_script
+
+    runs: list = []
+    token = record_launches(runs)
+    argv = sys.argv
+    try:
+        run_script(str(path), [])
+    finally:
+        stop_recording(token)
+        sys.argv = argv
+    assert runs, f"{path.name} launched no kernel"
+    profiles = [(r.kernel_name, time_program(r.program, r.chip)) for r in runs]
+    return report.concatenate(profiles).golden_lines()
+
+
+def _library_cases():
+    from trnsim.demo import demo_inputs
+    from trnsim.kernels import attention, matmul
+
+    return {
+        "kernels_matmul__bf16_512": (matmul.matmul, demo_inputs("matmul", 512)),
+        "kernels_attention__bf16_s256": (attention.attention, demo_inputs("attention", 256)),
+    }
+
+
+def _check(name: str, lines: list[str], update: bool) -> None:
+    path = TRACES / f"{name}.trace.jsonl"
+    if update:
+        TRACES.mkdir(exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+        return
+    if not path.exists():
+        pytest.fail(f"no golden trace {path.relative_to(ROOT)}; run "
+                    "`pytest --update-traces tests/test_golden_traces.py` to record it")
+    expected = path.read_text().splitlines()
+    msg = diff_golden(expected, lines)
+    assert msg is None, f"{path.name}: {msg}"
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_example_trace_matches_golden(script, update_traces, monkeypatch):
+    monkeypatch.chdir(script.parent)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
+    _check(f"examples_{script.parent.name}_{script.stem}", _golden_lines_of_script(script),
+           update_traces)
+
+
+@pytest.mark.parametrize("name", ["kernels_matmul__bf16_512", "kernels_attention__bf16_s256"])
+def test_library_kernel_trace_matches_golden(name, update_traces):
+    kernel, args = _library_cases()[name]
+    prof = trnsim_profile(kernel, args)
+    _check(name, report.to_trace(prof, name).golden_lines(), update_traces)
+
+
+def trnsim_profile(kernel, args):
+    from trnsim.timing.profile import profile
+
+    return profile(kernel, *args, chip="trn3")
+
+
+def test_golden_traces_have_no_orphans():
+    known = {f"examples_{p.parent.name}_{p.stem}" for p in EXAMPLES} | {
+        "kernels_matmul__bf16_512", "kernels_attention__bf16_s256"}
+    orphans = [p.name for p in TRACES.glob("*.trace.jsonl")
+               if p.name.removesuffix(".trace.jsonl") not in known]
+    assert not orphans, f"golden traces without a case: {orphans}"
+
+
+def test_trace_files_are_deterministic():
+    kernel, args = _library_cases()["kernels_matmul__bf16_512"]
+    a = report.to_trace(trnsim_profile(kernel, args), "x").golden_lines()
+    b = report.to_trace(trnsim_profile(kernel, args), "x").golden_lines()
+    assert a == b
+    assert os.environ.get("PYTHONHASHSEED", "") or True
