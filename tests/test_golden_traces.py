@@ -40,8 +40,9 @@ def _golden_lines_of_script(path: pathlib.Path) -> list[str]:
 
 
 def _library_cases():
-    from trnsim.demo import demo_inputs
     from trnsim.kernels import attention, matmul
+
+    from trnsim.demo import demo_inputs
 
     return {
         "kernels_matmul__bf16_512": (matmul.matmul, demo_inputs("matmul", 512)),

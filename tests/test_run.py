@@ -138,6 +138,8 @@ PYTEST_FILE = textwrap.dedent("""
 
 def test_pytest_plugin_runs_an_existing_suite(tmp_path):
     (tmp_path / "test_user.py").write_text(PYTEST_FILE)
+    # suites often import nki in their conftest: the aliases must exist before it loads
+    (tmp_path / "conftest.py").write_text("import nki.language as nl\nPMAX = 128\n")
     args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"]
     r = _python([*args, "--trnsim", "--trnsim-chip", "trn2"], str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr

@@ -89,7 +89,7 @@ def _summaries(path: str) -> list[dict]:
     from trnsim import report
 
     data = report.load_summary(path)
-    return data["launches"] if "launches" in data else [data]
+    return data.get("launches", [data])
 
 
 def _configure_view(p: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """Reports on a Profile: its timeline as a Trace, an Explorer-style summary with insights, diffs.
 
-Names follow Neuron's profiler (trainium-hw.md §D): rows `Sync(nc0)`, `Tensor(nc0)` (LoadStationary),
-`TensorMatrix(nc0)` (MultiplyMoving), `Vector(nc0)`, `Scalar(nc0)`, `GpSimd(nc0)`, DMA queues
+Names follow Neuron's profiler (trainium-hw.md §D): rows `Sync(nc0)`,
+`Tensor(nc0)` (LoadStationary), `TensorMatrix(nc0)` (MultiplyMoving), `Vector(nc0)`, `Scalar(nc0)`, `GpSimd(nc0)`, DMA queues
 (`qSyncIO(nc0)`) or DMA engines (`DMA-E3(nc0)`); metrics `total_time`,
 `<engine>_active_time_percent`, `mfu_estimated_percent`, `average_dma_size`, ...
 """

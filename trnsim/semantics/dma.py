@@ -98,7 +98,8 @@ def scatter(
 
     rmw: add onto the current contents in fp32 (repeated positions accumulate in order).
     """
-    same = values.dtype == v.dtype.storage
+    # tfloat32 shares float32 storage: writing into it must still round to 10 mantissa bits.
+    same = values.dtype == v.dtype.storage and v.dtype.name != "tfloat32"
     if _dynamic(v) is None and not rmw and ok.all():
         if same:
             v.write_raw(values)

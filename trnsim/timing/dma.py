@@ -52,7 +52,7 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     if dge == "hwdge" and chip.dma.hwdge_blocks_per_core < 1:
         dge = "none"
     issuer = str(instr.attrs.get("queue_engine") or instr.attrs.get("engine") or "sync")
-    if dge == "swdge":
+    if dge == "swdge" or instr.engine == "gpsimd":
         issuer = "gpsimd"
     elif issuer not in ("sync", "scalar", "gpsimd"):
         issuer = "sync"

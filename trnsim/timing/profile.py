@@ -274,6 +274,26 @@ class Profile:
             s[f"nc{core}_{row}_instruction_count"] = self.instruction_counts[(core, row)]
         return s
 
+    def save(self, path: str, kernel: str = "", png: str | None = None,
+             dma_rows: str = "queue") -> dict[str, str]:
+        """Write the timeline (.pftrace or .json), a summary sidecar, and optionally a PNG."""
+        from trnsim.report import save
+
+        return save(self, path, kernel, png, dma_rows)
+
+    def plot(self, path: str, window_us: tuple[float, float] | None = None) -> str:
+        """Draw the timeline (engine and DMA rows, counters beneath) into a PNG."""
+        from trnsim.report import to_trace
+        from trnsim.viz import plot
+
+        return plot(to_trace(self), path, window_us)
+
+    def report(self, kernel: str = "") -> str:
+        """The summary as text, with insights in plain words."""
+        from trnsim.report import format_summary, summary
+
+        return format_summary(summary(self, kernel))
+
     def __repr__(self) -> str:
         return (f"Profile({self.chip.name}, {len(self.program)} instructions, "
                 f"{self.latency_ns:.1f} ns, MFU {self.mfu:.1f} %, MBU {self.mbu:.1f} %)")

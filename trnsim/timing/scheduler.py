@@ -131,7 +131,10 @@ class Scheduler:
                 dq: object = ("dma", i)
                 tl.dma[i] = (plan, -1, -1)
             else:
-                eng = ins.engine if ins.engine in ENGINES else "vector"
+                # Control instructions recorded on "dma" (register_load/store) run in the Sync
+                # engine's sequencer.
+                eng = ins.engine if ins.engine in ENGINES else \
+                    "sync" if ins.engine == "dma" else "vector"
                 key = (ins.core, eng)
                 dq = key
                 tl.costs[i] = costs.cost(ins)

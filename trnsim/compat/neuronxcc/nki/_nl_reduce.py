@@ -184,7 +184,7 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any, *, dtype: Any = None, mask: 
     pending = M.binary(opname, acc, x, dtype=dtype or acc.dtype, mask=mask)
     p = take_pending(pending)
     p.emit(acc, "accumulate")
-    acc._inplace = False
+    acc._inplace = True  # `b[...] = nl.loop_reduce(...)`: already written in place
     return acc
 
 
