@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trnsim.errors import ConstraintError
 from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
-from trnsim.program import capture_location
+
+from ._common import fail
 
 P_MAX = 128  # partitions per tile = contraction rows per nc_matmul (pmax)
 TILE_M = 128  # stationary free size per nc_matmul (gemm_stationary_fmax)
@@ -28,26 +28,29 @@ MAX_BLOCK_N = 4096  # columns of the resident rhs block: bounds an output strip 
 DTYPES = ("bfloat16", "float16", "float32")  # the Tensor Engine pairs fp32 only with fp32
 
 
-def _fail(msg: str) -> None:
-    raise ConstraintError(msg, capture_location())
-
-
 def _check_operands(lhsT, rhs) -> tuple[int, int, int]:
     """(K, M, N) of a valid call; raises ConstraintError naming the bad operand otherwise."""
     if len(lhsT.shape) != 2 or len(rhs.shape) != 2:
-        _fail(f"matmul: lhsT and rhs must be 2-D, got shapes {list(lhsT.shape)} and "
-              f"{list(rhs.shape)}")
+        fail(
+            f"matmul: lhsT and rhs must be 2-D, got shapes {list(lhsT.shape)} and {list(rhs.shape)}"
+        )
     (k, m), (k2, n) = lhsT.shape, rhs.shape
     if k != k2:
-        _fail(f"matmul: contraction sizes differ: lhsT is [K={k}, M={m}], rhs is [K={k2}, "
-              f"N={n}]; both must have the same K on axis 0")
+        fail(
+            f"matmul: contraction sizes differ: lhsT is [K={k}, M={m}], rhs is [K={k2}, "
+            f"N={n}]; both must have the same K on axis 0"
+        )
     for name, size, unit in (("K", k, P_MAX), ("M", m, TILE_M), ("N", n, TILE_N)):
         if size <= 0 or size % unit:
-            _fail(f"matmul: {name}={size} is not a positive multiple of {unit}; pad the "
-                  f"operands so that K and M are multiples of 128 and N of 512")
+            fail(
+                f"matmul: {name}={size} is not a positive multiple of {unit}; pad the "
+                f"operands so that K and M are multiples of 128 and N of 512"
+            )
     if lhsT.dtype != rhs.dtype or lhsT.dtype not in DTYPES:
-        _fail(f"matmul: dtypes are lhsT {lhsT.dtype}, rhs {rhs.dtype}; both must be the same "
-              f"one of {', '.join(DTYPES)}")
+        fail(
+            f"matmul: dtypes are lhsT {lhsT.dtype}, rhs {rhs.dtype}; both must be the same "
+            f"one of {', '.join(DTYPES)}"
+        )
     return k, m, n
 
 
@@ -57,9 +60,11 @@ def _block_sizes(k: int, m: int, n: int, itemsize: int) -> tuple[int, int]:
     k_tiles = k // P_MAX
     slab = k_tiles * TILE_N * itemsize  # bytes per partition of a K x 512 rhs slab
     if slab > usable * RHS_SBUF_SHARE:
-        _fail(f"matmul: K={k} is too large to keep even one K x {TILE_N} rhs block in SBUF "
-              f"({slab} bytes per partition; the budget is {int(usable * RHS_SBUF_SHARE)} of "
-              f"{usable}); split K on the host and sum the partial products")
+        fail(
+            f"matmul: K={k} is too large to keep even one K x {TILE_N} rhs block in SBUF "
+            f"({slab} bytes per partition; the budget is {int(usable * RHS_SBUF_SHARE)} of "
+            f"{usable}); split K on the host and sum the partial products"
+        )
     block_n = min(n, MAX_BLOCK_N, int(usable * RHS_SBUF_SHARE) // slab * TILE_N)
     # Stream lhsT in columns wide enough for >= 2 KiB DMAs, as SBUF allows.
     block_m = max(TILE_M, -(-MIN_DMA_BYTES // itemsize) // TILE_M * TILE_M)
@@ -106,7 +111,7 @@ def matmul(lhsT, rhs):
               out_strip[:, group] = cast(psum)
             store out_strip -> out[m rows, n0:n0+BLOCK_N]
     """
-    k, m, n = _check_operands(lhsT, rhs)
+    _, m, n = _check_operands(lhsT, rhs)
     out = nl.ndarray((m, n), dtype=lhsT.dtype, buffer=nl.shared_hbm, name="matmul_out")
     blocked_matmul(lhsT, rhs, out, _copy_out)
     return out
@@ -137,41 +142,51 @@ def blocked_matmul(lhsT, rhs, out, evacuate: Callable[..., None]) -> None:
         # The resident rhs block: one DMA per K tile, bn * itemsize bytes per partition.
         rhs_sb = nl.ndarray((P_MAX, k_tiles, bn), dtype=dtype, buffer=nl.sbuf, name="rhs_blk")
         for kt in nl.affine_range(k_tiles):
-            nisa.dma_copy(dst=rhs_sb[:, kt, :], src=rhs[kt * P_MAX:(kt + 1) * P_MAX, n0:n0 + bn])
+            nisa.dma_copy(
+                dst=rhs_sb[:, kt, :], src=rhs[kt * P_MAX : (kt + 1) * P_MAX, n0 : n0 + bn]
+            )
 
         for mb in nl.affine_range(-(-m // block_m)):
             m0 = mb * block_m
             bm = min(block_m, m - m0)
             # Allocated inside the loop body: successive blocks get distinct buffers, so the
             # next block's loads overlap this block's matmuls (double buffering).
-            lhs_sb = nl.ndarray((P_MAX, k_tiles, bm), dtype=dtype, buffer=nl.sbuf,
-                                name="lhsT_blk")
+            lhs_sb = nl.ndarray((P_MAX, k_tiles, bm), dtype=dtype, buffer=nl.sbuf, name="lhsT_blk")
             for kt in nl.affine_range(k_tiles):
-                nisa.dma_copy(dst=lhs_sb[:, kt, :],
-                              src=lhsT[kt * P_MAX:(kt + 1) * P_MAX, m0:m0 + bm])
+                nisa.dma_copy(
+                    dst=lhs_sb[:, kt, :], src=lhsT[kt * P_MAX : (kt + 1) * P_MAX, m0 : m0 + bm]
+                )
 
             for mt in nl.affine_range(bm // TILE_M):
                 r0 = m0 + mt * TILE_M
-                strip = nl.ndarray((TILE_M, bn), dtype=out.dtype, buffer=nl.sbuf,
-                                   name="out_strip")
+                strip = nl.ndarray((TILE_M, bn), dtype=out.dtype, buffer=nl.sbuf, name="out_strip")
                 n_tiles = bn // TILE_N
                 for g in nl.affine_range(-(-n_tiles // PSUM_GROUP)):
                     t0 = g * PSUM_GROUP
                     nt = min(PSUM_GROUP, n_tiles - t0)
-                    acc = nl.ndarray((TILE_M, nt, TILE_N), dtype=nl.float32, buffer=nl.psum,
-                                     name="acc")
+                    acc = nl.ndarray(
+                        (TILE_M, nt, TILE_N), dtype=nl.float32, buffer=nl.psum, name="acc"
+                    )
                     for kt in nl.affine_range(k_tiles):
-                        stationary = lhs_sb[:, kt, mt * TILE_M:(mt + 1) * TILE_M]
+                        stationary = lhs_sb[:, kt, mt * TILE_M : (mt + 1) * TILE_M]
                         for j in nl.affine_range(nt):
                             c0 = (t0 + j) * TILE_N
-                            nisa.nc_matmul(dst=acc[:, j, :], stationary=stationary,
-                                           moving=rhs_sb[:, kt, c0:c0 + TILE_N],
-                                           accumulate=kt > 0)
+                            nisa.nc_matmul(
+                                dst=acc[:, j, :],
+                                stationary=stationary,
+                                moving=rhs_sb[:, kt, c0 : c0 + TILE_N],
+                                accumulate=kt > 0,
+                            )
                     # Alternate the evacuating engine to balance Vector and Scalar.
                     engine = nisa.engine.vector if g % 2 == 0 else nisa.engine.scalar
-                    evacuate(strip[:, t0 * TILE_N:(t0 + nt) * TILE_N],
-                             acc.reshape((TILE_M, nt * TILE_N)), r0, n0 + t0 * TILE_N, engine)
-                nisa.dma_copy(dst=out[r0:r0 + TILE_M, n0:n0 + bn], src=strip)
+                    evacuate(
+                        strip[:, t0 * TILE_N : (t0 + nt) * TILE_N],
+                        acc.reshape((TILE_M, nt * TILE_N)),
+                        r0,
+                        n0 + t0 * TILE_N,
+                        engine,
+                    )
+                nisa.dma_copy(dst=out[r0 : r0 + TILE_M, n0 : n0 + bn], src=strip)
 
 
 @jit
@@ -204,15 +219,18 @@ def matmul_naive(lhsT, rhs):
             for kt in nl.affine_range(k // P_MAX):
                 a = nl.ndarray((P_MAX, TILE_M), dtype=dtype, buffer=nl.sbuf, name="lhsT_tile")
                 b = nl.ndarray((P_MAX, TILE_N), dtype=dtype, buffer=nl.sbuf, name="rhs_tile")
-                nisa.dma_copy(dst=a, src=lhsT[kt * P_MAX:(kt + 1) * P_MAX,
-                                              mt * TILE_M:(mt + 1) * TILE_M])
-                nisa.dma_copy(dst=b, src=rhs[kt * P_MAX:(kt + 1) * P_MAX,
-                                             nt * TILE_N:(nt + 1) * TILE_N])
+                nisa.dma_copy(
+                    dst=a, src=lhsT[kt * P_MAX : (kt + 1) * P_MAX, mt * TILE_M : (mt + 1) * TILE_M]
+                )
+                nisa.dma_copy(
+                    dst=b, src=rhs[kt * P_MAX : (kt + 1) * P_MAX, nt * TILE_N : (nt + 1) * TILE_N]
+                )
                 nisa.nc_matmul(dst=acc, stationary=a, moving=b, accumulate=kt > 0)
             res = nl.ndarray((TILE_M, TILE_N), dtype=dtype, buffer=nl.sbuf, name="out_tile")
             nisa.tensor_copy(dst=res, src=acc)
-            nisa.dma_copy(dst=out[mt * TILE_M:(mt + 1) * TILE_M, nt * TILE_N:(nt + 1) * TILE_N],
-                          src=res)
+            nisa.dma_copy(
+                dst=out[mt * TILE_M : (mt + 1) * TILE_M, nt * TILE_N : (nt + 1) * TILE_N], src=res
+            )
     return out
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.errors import ConstraintError
 from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
-from trnsim.program import capture_location
+
+from ._common import fail
 
 P_MAX = 128  # partitions per tile; contraction rows per nc_matmul (pmax)
 TOK_TILE = 128  # tokens per router / down-projection matmul: stationary free size
@@ -25,41 +25,49 @@ SBUF_SHARE = 0.8  # share of usable SBUF for resident tokens, accumulators and e
 DTYPES = ("bfloat16", "float16", "float32")
 
 
-def _fail(msg: str) -> None:
-    raise ConstraintError(msg, capture_location())
-
-
 def _check_operands(x, w_router, w_gate, w_up, w_down) -> tuple[int, int, int, int]:
     """(T, H, E, F) of a valid call; raises ConstraintError naming the bad operand otherwise."""
     if len(x.shape) != 2 or len(w_router.shape) != 2 or len(w_gate.shape) != 3:
-        _fail(f"moe_ffn: expected x [T, H], w_router [H, E], w_gate/w_up [E, H, F], w_down "
-              f"[E, F, H]; got x {list(x.shape)}, w_router {list(w_router.shape)}, w_gate "
-              f"{list(w_gate.shape)}")
+        fail(
+            f"moe_ffn: expected x [T, H], w_router [H, E], w_gate/w_up [E, H, F], w_down "
+            f"[E, F, H]; got x {list(x.shape)}, w_router {list(w_router.shape)}, w_gate "
+            f"{list(w_gate.shape)}"
+        )
     t, h = x.shape
     e, f = w_router.shape[1], w_gate.shape[2]
     want = {"w_router": (h, e), "w_gate": (e, h, f), "w_up": (e, h, f), "w_down": (e, f, h)}
-    for name, arr in (("w_router", w_router), ("w_gate", w_gate), ("w_up", w_up),
-                      ("w_down", w_down)):
+    for name, arr in (
+        ("w_router", w_router),
+        ("w_gate", w_gate),
+        ("w_up", w_up),
+        ("w_down", w_down),
+    ):
         if tuple(arr.shape) != want[name]:
-            _fail(f"moe_ffn: {name} has shape {list(arr.shape)}; with x [T={t}, H={h}], "
-                  f"E={e} experts and F={f} it must be {list(want[name])}")
+            fail(
+                f"moe_ffn: {name} has shape {list(arr.shape)}; with x [T={t}, H={h}], "
+                f"E={e} experts and F={f} it must be {list(want[name])}"
+            )
         if arr.dtype != x.dtype:
-            _fail(f"moe_ffn: {name} has dtype {arr.dtype} but x has {x.dtype}; all operands "
-                  "must share one dtype")
+            fail(
+                f"moe_ffn: {name} has dtype {arr.dtype} but x has {x.dtype}; all operands "
+                "must share one dtype"
+            )
     if x.dtype not in DTYPES:
-        _fail(f"moe_ffn: dtype {x.dtype} is not one of {', '.join(DTYPES)}")
+        fail(f"moe_ffn: dtype {x.dtype} is not one of {', '.join(DTYPES)}")
     for name, size in (("T", t), ("H", h), ("F", f)):
         if size <= 0 or size % P_MAX:
-            _fail(f"moe_ffn: {name}={size} is not a positive multiple of {P_MAX}")
+            fail(f"moe_ffn: {name}={size} is not a positive multiple of {P_MAX}")
     if not TOP_K <= e <= MAX_EXPERTS:
-        _fail(f"moe_ffn: E={e} experts; top-{TOP_K} routing needs {TOP_K} <= E <= {MAX_EXPERTS}")
+        fail(f"moe_ffn: E={e} experts; top-{TOP_K} routing needs {TOP_K} <= E <= {MAX_EXPERTS}")
     isz = x.dtype.itemsize
     # xT (T*isz), fp32 accumulator (T/128*H*4), combine weights, two sets of expert weights.
     per_part = t * isz + t // P_MAX * (h * 4 + e * 4) + 2 * 3 * (h // P_MAX) * f * isz
     budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE
     if per_part > budget:
-        _fail(f"moe_ffn: T={t}, H={h}, F={f} need {per_part} bytes per partition resident; "
-              f"at most {int(budget)} fit (split the tokens)")
+        fail(
+            f"moe_ffn: T={t}, H={h}, F={f} need {per_part} bytes per partition resident; "
+            f"at most {int(budget)} fit (split the tokens)"
+        )
     return t, h, e, f
 
 
@@ -71,16 +79,19 @@ def _load_tokens_transposed(x, t: int, h: int):
     x_t = nl.ndarray((P_MAX, h_tiles, t), dtype=dtype, buffer=nl.sbuf, name="xT")
     for tt in nl.affine_range(t // TOK_TILE):
         x_sb = nl.ndarray((TOK_TILE, h), dtype=dtype, buffer=nl.sbuf, name="x_tile")
-        nisa.dma_copy(dst=x_sb, src=x[tt * TOK_TILE:(tt + 1) * TOK_TILE, :])
+        nisa.dma_copy(dst=x_sb, src=x[tt * TOK_TILE : (tt + 1) * TOK_TILE, :])
         for g in nl.affine_range(-(-h_tiles // per_bank)):
             n = min(per_bank, h_tiles - g * per_bank)
             tp = nl.ndarray((P_MAX, n, TOK_TILE), dtype=dtype, buffer=nl.psum, name="xT_ps")
             for i in nl.affine_range(n):
                 c0 = (g * per_bank + i) * P_MAX
-                nisa.nc_transpose(dst=tp[:, i, :], data=x_sb[:, c0:c0 + P_MAX],
-                                  engine=nisa.engine.tensor)
-            nisa.tensor_copy(dst=x_t[:, g * per_bank:g * per_bank + n,
-                                     tt * TOK_TILE:(tt + 1) * TOK_TILE], src=tp)
+                nisa.nc_transpose(
+                    dst=tp[:, i, :], data=x_sb[:, c0 : c0 + P_MAX], engine=nisa.engine.tensor
+                )
+            nisa.tensor_copy(
+                dst=x_t[:, g * per_bank : g * per_bank + n, tt * TOK_TILE : (tt + 1) * TOK_TILE],
+                src=tp,
+            )
     return x_t
 
 
@@ -88,8 +99,12 @@ def _route(x_t, wr_sb, tt: int, e: int, h_tiles: int, eid, comb_dst) -> None:
     """Top-2 routing of one token tile: comb_dst[tok, e] = gate weight of expert e, or 0."""
     logits_ps = nl.ndarray((TOK_TILE, e), dtype=nl.float32, buffer=nl.psum, name="logits_ps")
     for ht in nl.affine_range(h_tiles):
-        nisa.nc_matmul(dst=logits_ps, stationary=x_t[:, ht, tt * TOK_TILE:(tt + 1) * TOK_TILE],
-                       moving=wr_sb[:, ht, :], accumulate=ht > 0)
+        nisa.nc_matmul(
+            dst=logits_ps,
+            stationary=x_t[:, ht, tt * TOK_TILE : (tt + 1) * TOK_TILE],
+            moving=wr_sb[:, ht, :],
+            accumulate=ht > 0,
+        )
     width = max(e, MAX8)
     logits = nl.ndarray((TOK_TILE, width), dtype=nl.float32, buffer=nl.sbuf, name="logits")
     if e < MAX8:
@@ -107,8 +122,15 @@ def _route(x_t, wr_sb, tt: int, e: int, h_tiles: int, eid, comb_dst) -> None:
     nisa.tensor_scalar(dst=neg_max, data=top[:, 0:1], op0=nl.multiply, operand0=-1.0)
     ex = nl.ndarray((TOK_TILE, TOP_K), dtype=nl.float32, buffer=nl.sbuf, name="gate_exp")
     ex_sum = nl.ndarray((TOK_TILE, 1), dtype=nl.float32, buffer=nl.sbuf, name="gate_sum")
-    nisa.activation(dst=ex, op=nl.exp, data=top[:, 0:TOP_K], bias=neg_max, reduce_op=nl.add,
-                    reduce_res=ex_sum, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.activation(
+        dst=ex,
+        op=nl.exp,
+        data=top[:, 0:TOP_K],
+        bias=neg_max,
+        reduce_op=nl.add,
+        reduce_res=ex_sum,
+        reduce_cmd=nisa.reduce_cmd.reset_reduce,
+    )
     inv = nl.ndarray((TOK_TILE, 1), dtype=nl.float32, buffer=nl.sbuf, name="gate_inv")
     nisa.reciprocal(dst=inv, data=ex_sum)
     gates = nl.ndarray((TOK_TILE, TOP_K), dtype=nl.float32, buffer=nl.sbuf, name="gates")
@@ -118,8 +140,14 @@ def _route(x_t, wr_sb, tt: int, e: int, h_tiles: int, eid, comb_dst) -> None:
     parts = []
     for i in nl.static_range(TOP_K):
         part = nl.ndarray((TOK_TILE, e), dtype=nl.float32, buffer=nl.sbuf, name="comb_part")
-        nisa.tensor_scalar(dst=part, data=eid, op0=nl.equal, operand0=idx_f[:, i:i + 1],
-                           op1=nl.multiply, operand1=gates[:, i:i + 1])
+        nisa.tensor_scalar(
+            dst=part,
+            data=eid,
+            op0=nl.equal,
+            operand0=idx_f[:, i : i + 1],
+            op1=nl.multiply,
+            operand1=gates[:, i : i + 1],
+        )
         parts.append(part)
     nisa.tensor_tensor(dst=comb_dst, data1=parts[0], data2=parts[1], op=nl.add)
 
@@ -138,11 +166,19 @@ def _expert_hidden(x_t, wg, wu, t0: int, tw: int, h_tiles: int, f_tiles: int, dt
         g_ps = nl.ndarray((P_MAX, tw), dtype=nl.float32, buffer=nl.psum, name="gate_ps")
         u_ps = nl.ndarray((P_MAX, tw), dtype=nl.float32, buffer=nl.psum, name="up_ps")
         for ht in nl.affine_range(h_tiles):
-            xs = x_t[:, ht, t0:t0 + tw]
-            nisa.nc_matmul(dst=g_ps, stationary=wg[:, ht, ft * P_MAX:(ft + 1) * P_MAX],
-                           moving=xs, accumulate=ht > 0)
-            nisa.nc_matmul(dst=u_ps, stationary=wu[:, ht, ft * P_MAX:(ft + 1) * P_MAX],
-                           moving=xs, accumulate=ht > 0)
+            xs = x_t[:, ht, t0 : t0 + tw]
+            nisa.nc_matmul(
+                dst=g_ps,
+                stationary=wg[:, ht, ft * P_MAX : (ft + 1) * P_MAX],
+                moving=xs,
+                accumulate=ht > 0,
+            )
+            nisa.nc_matmul(
+                dst=u_ps,
+                stationary=wu[:, ht, ft * P_MAX : (ft + 1) * P_MAX],
+                moving=xs,
+                accumulate=ht > 0,
+            )
         act = nl.ndarray((P_MAX, tw), dtype=nl.float32, buffer=nl.sbuf, name="silu_gate")
         nisa.activation(dst=act, op=nl.silu, data=g_ps)
         nisa.tensor_tensor(dst=h_t[:, ft, :], data1=act, data2=u_ps, op=nl.multiply)
@@ -215,33 +251,45 @@ def moe_ffn(x, w_router, w_gate, w_up, w_down):
                 for hc in nl.affine_range(-(-h // H_CHUNK)):
                     c0 = hc * H_CHUNK
                     cw = min(H_CHUNK, h - c0)
-                    y_ps = nl.ndarray((TOK_TILE, cw), dtype=nl.float32, buffer=nl.psum,
-                                      name="down_ps")
+                    y_ps = nl.ndarray(
+                        (TOK_TILE, cw), dtype=nl.float32, buffer=nl.psum, name="down_ps"
+                    )
                     for ft in nl.affine_range(f_tiles):
-                        nisa.nc_matmul(dst=y_ps,
-                                       stationary=h_t[:, ft, s * TOK_TILE:(s + 1) * TOK_TILE],
-                                       moving=wd[:, ft, c0:c0 + cw], accumulate=ft > 0)
-                    dst = acc[:, tt, c0:c0 + cw]
+                        nisa.nc_matmul(
+                            dst=y_ps,
+                            stationary=h_t[:, ft, s * TOK_TILE : (s + 1) * TOK_TILE],
+                            moving=wd[:, ft, c0 : c0 + cw],
+                            accumulate=ft > 0,
+                        )
+                    dst = acc[:, tt, c0 : c0 + cw]
                     if ex == 0:
-                        nisa.tensor_scalar(dst=dst, data=y_ps, op0=nl.multiply,
-                                           operand0=comb[:, tt, ex:ex + 1])
+                        nisa.tensor_scalar(
+                            dst=dst, data=y_ps, op0=nl.multiply, operand0=comb[:, tt, ex : ex + 1]
+                        )
                     else:
-                        nisa.scalar_tensor_tensor(dst=dst, data=y_ps, op0=nl.multiply,
-                                                  operand0=comb[:, tt, ex:ex + 1], op1=nl.add,
-                                                  operand1=dst)
+                        nisa.scalar_tensor_tensor(
+                            dst=dst,
+                            data=y_ps,
+                            op0=nl.multiply,
+                            operand0=comb[:, tt, ex : ex + 1],
+                            op1=nl.add,
+                            operand1=dst,
+                        )
 
     for tt in nl.affine_range(t_tiles):
         y = nl.ndarray((TOK_TILE, h), dtype=dtype, buffer=nl.sbuf, name="moe_y")
         nisa.tensor_copy(dst=y, src=acc[:, tt, :])
-        nisa.dma_copy(dst=out[tt * TOK_TILE:(tt + 1) * TOK_TILE, :], src=y)
+        nisa.dma_copy(dst=out[tt * TOK_TILE : (tt + 1) * TOK_TILE, :], src=y)
     return out
 
 
-def moe_ffn_ref(x: np.ndarray, w_router: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray,
-                w_down: np.ndarray) -> np.ndarray:
+def moe_ffn_ref(
+    x: np.ndarray, w_router: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray
+) -> np.ndarray:
     """The MoE FFN in float64: top-2 experts per token (ties to the lower index)."""
-    x64, wr, wg, wu, wd = (np.asarray(a, dtype=np.float64)
-                           for a in (x, w_router, w_gate, w_up, w_down))
+    x64, wr, wg, wu, wd = (
+        np.asarray(a, dtype=np.float64) for a in (x, w_router, w_gate, w_up, w_down)
+    )
     logits = x64 @ wr
     top = np.argsort(-logits, axis=1, kind="stable")[:, :TOP_K]
     chosen = np.take_along_axis(logits, top, axis=1)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.errors import ConstraintError
 from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
-from trnsim.program import capture_location
+
+from ._common import fail
 
 P_MAX = 128  # rows per tile, one per partition (pmax)
 MIN_DMA_BYTES = 2048  # bytes per partition below which a DMA's fixed cost (~2 us) dominates
@@ -21,28 +21,25 @@ SBUF_SHARE = 0.5  # share of usable SBUF for one row block and its result (two i
 DTYPES = ("bfloat16", "float16", "float32")
 
 
-def _fail(msg: str) -> None:
-    raise ConstraintError(msg, capture_location())
-
-
 def _check_rows(x, vectors: dict, what: str) -> tuple[int, int, int]:
     """(N, D, G): shape checks, and G rows per partition per block (for >= 2 KiB DMAs)."""
     if len(x.shape) != 2:
-        _fail(f"{what}: x must be 2-D [N, D], got shape {list(x.shape)}")
+        fail(f"{what}: x must be 2-D [N, D], got shape {list(x.shape)}")
     n, d = x.shape
     if n <= 0 or n % P_MAX:
-        _fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
+        fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
     if x.dtype not in DTYPES:
-        _fail(f"{what}: x dtype {x.dtype} is not one of {', '.join(DTYPES)}")
+        fail(f"{what}: x dtype {x.dtype} is not one of {', '.join(DTYPES)}")
     for name, t in vectors.items():
         if tuple(t.shape) != (d,):
-            _fail(f"{what}: {name} must have shape [D]=[{d}], got {list(t.shape)}")
+            fail(f"{what}: {name} must have shape [D]=[{d}], got {list(t.shape)}")
     # Per block: x, the result and fp32 scratch, two blocks in flight.
     per_row = d * (2 * x.dtype.itemsize + 4)
     budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE / 2
     if per_row > budget:
-        _fail(f"{what}: D={d} needs {per_row} bytes per partition per row; at most "
-              f"{int(budget)} fit")
+        fail(
+            f"{what}: D={d} needs {per_row} bytes per partition per row; at most {int(budget)} fit"
+        )
     g = max(1, -(-MIN_DMA_BYTES // (d * x.dtype.itemsize)))
     while g > 1 and ((n // P_MAX) % g or g * per_row > budget):
         g -= 1
@@ -55,7 +52,7 @@ def _rows(x, b: int, g: int, d: int):
     Each partition then reads one contiguous run of G*D elements.
     """
     r0 = b * g * P_MAX
-    return x[r0:r0 + g * P_MAX, :].reshape((P_MAX, g, d))
+    return x[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d))
 
 
 def _broadcast_row(vec, d: int, name: str):
@@ -101,14 +98,26 @@ def rmsnorm(x, w, eps=1e-6):
         sq = nl.ndarray((P_MAX, d), dtype=nl.float32, buffer=nl.sbuf, name="x_sq")
         ss = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="sum_sq")
         for j in nl.affine_range(g):
-            nisa.activation(dst=sq, op=nl.square, data=xt[:, j, :], reduce_op=nl.add,
-                            reduce_res=ss[:, j:j + 1], reduce_cmd=nisa.reduce_cmd.reset_reduce)
+            nisa.activation(
+                dst=sq,
+                op=nl.square,
+                data=xt[:, j, :],
+                reduce_op=nl.add,
+                reduce_res=ss[:, j : j + 1],
+                reduce_cmd=nisa.reduce_cmd.reset_reduce,
+            )
         rstd = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="rstd")
         nisa.activation(dst=rstd, op=nl.rsqrt, data=ss, scale=1.0 / d, bias=eps_t)
         yt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="y_blk")
         for j in nl.affine_range(g):
-            nisa.scalar_tensor_tensor(dst=yt[:, j, :], data=xt[:, j, :], op0=nl.multiply,
-                                      operand0=rstd[:, j:j + 1], op1=nl.multiply, operand1=w_b)
+            nisa.scalar_tensor_tensor(
+                dst=yt[:, j, :],
+                data=xt[:, j, :],
+                op0=nl.multiply,
+                operand0=rstd[:, j : j + 1],
+                op1=nl.multiply,
+                operand1=w_b,
+            )
         nisa.dma_copy(dst=_rows(out, b, g, d), src=yt)
     return out
 
@@ -150,20 +159,33 @@ def layernorm(x, gamma, beta, eps=1e-5):
         nisa.dma_copy(dst=xt, src=_rows(x, b, g, d))
         yt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="y_blk")
         for j in nl.affine_range(g):
-            stats = nl.ndarray((P_MAX, n_chunks, BN_STATS_WIDTH), dtype=nl.float32,
-                               buffer=nl.sbuf, name="bn_stats")
+            stats = nl.ndarray(
+                (P_MAX, n_chunks, BN_STATS_WIDTH), dtype=nl.float32, buffer=nl.sbuf, name="bn_stats"
+            )
             for c in nl.affine_range(n_chunks):
                 c0 = c * BN_STATS_FMAX
-                nisa.bn_stats(dst=stats[:, c, :], data=xt[:, j, c0:min(d, c0 + BN_STATS_FMAX)])
+                nisa.bn_stats(dst=stats[:, c, :], data=xt[:, j, c0 : min(d, c0 + BN_STATS_FMAX)])
             mv = nl.ndarray((P_MAX, 2), dtype=nl.float32, buffer=nl.sbuf, name="mean_var")
             nisa.bn_aggr(dst=mv, data=stats)
             rstd = nl.ndarray((P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="rstd")
             nisa.activation(dst=rstd, op=nl.rsqrt, data=mv[:, 1:2], bias=eps_t)
             centered = nl.ndarray((P_MAX, d), dtype=nl.float32, buffer=nl.sbuf, name="xc_g")
-            nisa.scalar_tensor_tensor(dst=centered, data=xt[:, j, :], op0=nl.subtract,
-                                      operand0=mv[:, 0:1], op1=nl.multiply, operand1=gamma_b)
-            nisa.scalar_tensor_tensor(dst=yt[:, j, :], data=centered, op0=nl.multiply,
-                                      operand0=rstd, op1=nl.add, operand1=beta_b)
+            nisa.scalar_tensor_tensor(
+                dst=centered,
+                data=xt[:, j, :],
+                op0=nl.subtract,
+                operand0=mv[:, 0:1],
+                op1=nl.multiply,
+                operand1=gamma_b,
+            )
+            nisa.scalar_tensor_tensor(
+                dst=yt[:, j, :],
+                data=centered,
+                op0=nl.multiply,
+                operand0=rstd,
+                op1=nl.add,
+                operand1=beta_b,
+            )
         nisa.dma_copy(dst=_rows(out, b, g, d), src=yt)
     return out
 
@@ -175,11 +197,13 @@ def rmsnorm_ref(x: np.ndarray, w: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return x64 / rms * np.asarray(w, dtype=np.float64)
 
 
-def layernorm_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
-                  eps: float = 1e-5) -> np.ndarray:
+def layernorm_ref(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5
+) -> np.ndarray:
     """LayerNorm (biased variance) in float64."""
     x64 = np.asarray(x, dtype=np.float64)
     mean = x64.mean(axis=-1, keepdims=True)
     var = x64.var(axis=-1, keepdims=True)
-    return ((x64 - mean) / np.sqrt(var + eps) * np.asarray(gamma, dtype=np.float64)
-            + np.asarray(beta, dtype=np.float64))
+    return (x64 - mean) / np.sqrt(var + eps) * np.asarray(gamma, dtype=np.float64) + np.asarray(
+        beta, dtype=np.float64
+    )

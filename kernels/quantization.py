@@ -9,12 +9,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from trnsim.errors import ConstraintError
-from trnsim.kernels.matmul import P_MAX, TILE_M, TILE_N, blocked_matmul
 from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
-from trnsim.program import capture_location
+
+from ._common import fail
+from .matmul import P_MAX, TILE_M, TILE_N, blocked_matmul
 
 FP8 = "float8_e4m3"  # Neuron's legacy e4m3 (IEEE-style, has inf): largest finite value 240
 FP8_MAX = 240.0  # |x| / scale lands in [0, FP8_MAX]: the full fp8 range, no overflow
@@ -30,19 +30,16 @@ MX_BLOCK_N = 2048  # resident quantized rhs columns per block (8 KiB bf16 stagin
 MX_BLOCK_M = 1024  # streamed lhsT columns per block: 2 KiB bf16 runs per DMA row
 
 
-def _fail(msg: str) -> None:
-    raise ConstraintError(msg, capture_location())
-
-
 def _row_group(n: int, d: int, itemsize: int, what: str) -> int:
     """G rows per partition per block so each DMA moves >= 2 KiB per partition."""
     if n <= 0 or n % P_MAX:
-        _fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
+        fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
     per_row = d * (itemsize + 4 + 1)  # input, fp32 |x|, fp8 output
     budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE / 2
     if per_row > budget:
-        _fail(f"{what}: D={d} needs {per_row} bytes per partition per row; at most "
-              f"{int(budget)} fit")
+        fail(
+            f"{what}: D={d} needs {per_row} bytes per partition per row; at most {int(budget)} fit"
+        )
     g = max(1, -(-MIN_DMA_BYTES // (d * itemsize)))
     while g > 1 and ((n // P_MAX) % g or g * per_row > budget):
         g -= 1
@@ -72,8 +69,10 @@ def quantize_fp8(x):
         maps to exactly +-240. All-zero rows get scale AMAX_FLOOR / 240 and xq = 0.
     """
     if len(x.shape) != 2 or x.dtype not in FLOAT_IN:
-        _fail(f"quantize_fp8: x must be a 2-D [N, D] tensor of {', '.join(FLOAT_IN)}; got "
-              f"shape {list(x.shape)}, dtype {x.dtype}")
+        fail(
+            f"quantize_fp8: x must be a 2-D [N, D] tensor of {', '.join(FLOAT_IN)}; got "
+            f"shape {list(x.shape)}, dtype {x.dtype}"
+        )
     n, d = x.shape
     g = _row_group(n, d, x.dtype.itemsize, "quantize_fp8")
     xq = nl.ndarray((n, d), dtype=FP8, buffer=nl.shared_hbm, name="xq")
@@ -82,22 +81,29 @@ def quantize_fp8(x):
         r0 = b * g * P_MAX
         # Row r0 + p*G + j sits at partition p, slot j: one contiguous run per partition.
         xt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="x_blk")
-        nisa.dma_copy(dst=xt, src=x[r0:r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
+        nisa.dma_copy(dst=xt, src=x[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
         ax = nl.ndarray((P_MAX, g, d), dtype=nl.float32, buffer=nl.sbuf, name="abs_x")
         nisa.activation(dst=ax, op=nl.abs, data=xt)
         amax = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="amax")
         nisa.tensor_reduce(dst=amax, op=nl.maximum, data=ax, axis=2)
         sc = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="scale")
-        nisa.tensor_scalar(dst=sc, data=amax, op0=nl.maximum, operand0=AMAX_FLOOR,
-                           op1=nl.multiply, operand1=1.0 / FP8_MAX)
+        nisa.tensor_scalar(
+            dst=sc,
+            data=amax,
+            op0=nl.maximum,
+            operand0=AMAX_FLOOR,
+            op1=nl.multiply,
+            operand1=1.0 / FP8_MAX,
+        )
         inv = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="inv_scale")
         nisa.reciprocal(dst=inv, data=sc)
         q = nl.ndarray((P_MAX, g, d), dtype=FP8, buffer=nl.sbuf, name="xq_blk")
         for j in nl.affine_range(g):
-            nisa.tensor_scalar(dst=q[:, j, :], data=xt[:, j, :], op0=nl.multiply,
-                               operand0=inv[:, j:j + 1])
-        nisa.dma_copy(dst=xq[r0:r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=q)
-        nisa.dma_copy(dst=scale[r0:r0 + g * P_MAX, :].reshape((P_MAX, g)), src=sc)
+            nisa.tensor_scalar(
+                dst=q[:, j, :], data=xt[:, j, :], op0=nl.multiply, operand0=inv[:, j : j + 1]
+            )
+        nisa.dma_copy(dst=xq[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=q)
+        nisa.dma_copy(dst=scale[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g)), src=sc)
     return xq, scale
 
 
@@ -117,23 +123,24 @@ def dequantize_fp8(xq, scale, dtype=nl.bfloat16):
         [N, D] shared-HBM tensor of ``dtype``.
     """
     if len(xq.shape) != 2:
-        _fail(f"dequantize_fp8: xq must be 2-D [N, D], got shape {list(xq.shape)}")
+        fail(f"dequantize_fp8: xq must be 2-D [N, D], got shape {list(xq.shape)}")
     n, d = xq.shape
     if tuple(scale.shape) != (n, 1):
-        _fail(f"dequantize_fp8: scale must have shape [N, 1]=[{n}, 1], got {list(scale.shape)}")
+        fail(f"dequantize_fp8: scale must have shape [N, 1]=[{n}, 1], got {list(scale.shape)}")
     g = _row_group(n, d, xq.dtype.itemsize, "dequantize_fp8")
     out = nl.ndarray((n, d), dtype=dtype, buffer=nl.shared_hbm, name="x_dequant")
     for b in nl.affine_range(n // (g * P_MAX)):
         r0 = b * g * P_MAX
         qt = nl.ndarray((P_MAX, g, d), dtype=xq.dtype, buffer=nl.sbuf, name="xq_blk")
-        nisa.dma_copy(dst=qt, src=xq[r0:r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
+        nisa.dma_copy(dst=qt, src=xq[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
         sc = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="scale")
-        nisa.dma_copy(dst=sc, src=scale[r0:r0 + g * P_MAX, :].reshape((P_MAX, g)))
+        nisa.dma_copy(dst=sc, src=scale[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g)))
         yt = nl.ndarray((P_MAX, g, d), dtype=dtype, buffer=nl.sbuf, name="x_blk")
         for j in nl.affine_range(g):
-            nisa.tensor_scalar(dst=yt[:, j, :], data=qt[:, j, :], op0=nl.multiply,
-                               operand0=sc[:, j:j + 1])
-        nisa.dma_copy(dst=out[r0:r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=yt)
+            nisa.tensor_scalar(
+                dst=yt[:, j, :], data=qt[:, j, :], op0=nl.multiply, operand0=sc[:, j : j + 1]
+            )
+        nisa.dma_copy(dst=out[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=yt)
     return out
 
 
@@ -160,17 +167,23 @@ def matmul_fp8(lhsT_q, rhs_q, lhs_scale, rhs_scale):
         [M, N] shared-HBM tensor, bfloat16.
     """
     if len(lhsT_q.shape) != 2 or len(rhs_q.shape) != 2:
-        _fail(f"matmul_fp8: lhsT_q and rhs_q must be 2-D, got {list(lhsT_q.shape)} and "
-              f"{list(rhs_q.shape)}")
+        fail(
+            f"matmul_fp8: lhsT_q and rhs_q must be 2-D, got {list(lhsT_q.shape)} and "
+            f"{list(rhs_q.shape)}"
+        )
     (k, m), (k2, n) = lhsT_q.shape, rhs_q.shape
     if k != k2 or k % P_MAX or m % TILE_M or n % TILE_N or not (k and m and n):
-        _fail(f"matmul_fp8: lhsT_q is [K={k}, M={m}], rhs_q [K={k2}, N={n}]; both K must "
-              f"agree, K and M be multiples of 128 and N of 512")
+        fail(
+            f"matmul_fp8: lhsT_q is [K={k}, M={m}], rhs_q [K={k2}, N={n}]; both K must "
+            f"agree, K and M be multiples of 128 and N of 512"
+        )
     if lhsT_q.dtype != FP8 or rhs_q.dtype != FP8:
-        _fail(f"matmul_fp8: operands are {lhsT_q.dtype} and {rhs_q.dtype}; both must be {FP8}")
+        fail(f"matmul_fp8: operands are {lhsT_q.dtype} and {rhs_q.dtype}; both must be {FP8}")
     if tuple(lhs_scale.shape) != (m, 1) or tuple(rhs_scale.shape) != (n, 1):
-        _fail(f"matmul_fp8: scales must be lhs_scale [M, 1]=[{m}, 1] and rhs_scale [N, 1]="
-              f"[{n}, 1]; got {list(lhs_scale.shape)} and {list(rhs_scale.shape)}")
+        fail(
+            f"matmul_fp8: scales must be lhs_scale [M, 1]=[{m}, 1] and rhs_scale [N, 1]="
+            f"[{n}, 1]; got {list(lhs_scale.shape)} and {list(rhs_scale.shape)}"
+        )
     out = nl.ndarray((m, n), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="matmul_fp8_out")
     # Row scales: row i*128 + p at partition p, column i. Column scales on every partition.
     row_sc = nl.ndarray((P_MAX, m // P_MAX), dtype=nl.float32, buffer=nl.sbuf, name="row_sc")
@@ -180,9 +193,14 @@ def matmul_fp8(lhsT_q, rhs_q, lhs_scale, rhs_scale):
 
     def scale_out(dst, acc, row0: int, col0: int, engine) -> None:
         w = dst.shape[1]
-        nisa.scalar_tensor_tensor(dst=dst, data=acc, op0=nl.multiply,
-                                  operand0=row_sc[:, row0 // P_MAX:row0 // P_MAX + 1],
-                                  op1=nl.multiply, operand1=col_sc[:, col0:col0 + w])
+        nisa.scalar_tensor_tensor(
+            dst=dst,
+            data=acc,
+            op0=nl.multiply,
+            operand0=row_sc[:, row0 // P_MAX : row0 // P_MAX + 1],
+            op1=nl.multiply,
+            operand1=col_sc[:, col0 : col0 + w],
+        )
 
     blocked_matmul(lhsT_q, rhs_q, out, scale_out)
     return out
@@ -192,7 +210,7 @@ def _mx_stage(src, k0: int, c0: int, width: int, name: str):
     """bf16 rows k0..k0+511 of src, columns c0..c0+width, as [128, 4, width]: row k0+128i+p
     at partition p, slot i (4 contiguous runs per partition)."""
     t = nl.ndarray((P_MAX, MX_PACK, width), dtype=src.dtype, buffer=nl.sbuf, name=name)
-    rows = src[k0:k0 + MX_K, c0:c0 + width].reshape((MX_PACK, P_MAX, width)).permute((1, 0, 2))
+    rows = src[k0 : k0 + MX_K, c0 : c0 + width].reshape((MX_PACK, P_MAX, width)).permute((1, 0, 2))
     nisa.dma_copy(dst=t, src=rows)
     return t
 
@@ -225,56 +243,65 @@ def matmul_mx(lhsT, rhs):
         8 partitions x 4 packed values, i.e. K rows {k0 + 128*i + p : i < 4, p in 8 rows}.
     """
     if nisa.get_nc_version() < nisa.nc_version.gen4:
-        _fail("matmul_mx: quantize_mx and nc_matmul_mx need NeuronCore-v4 (trn3)")
+        fail("matmul_mx: quantize_mx and nc_matmul_mx need NeuronCore-v4 (trn3)")
     if len(lhsT.shape) != 2 or len(rhs.shape) != 2:
-        _fail(f"matmul_mx: lhsT and rhs must be 2-D, got {list(lhsT.shape)} and "
-              f"{list(rhs.shape)}")
+        fail(f"matmul_mx: lhsT and rhs must be 2-D, got {list(lhsT.shape)} and {list(rhs.shape)}")
     (k, m), (k2, n) = lhsT.shape, rhs.shape
     if k != k2 or k % MX_K or m % TILE_M or n % TILE_N or not (k and m and n):
-        _fail(f"matmul_mx: lhsT is [K={k}, M={m}], rhs [K={k2}, N={n}]; both K must agree, "
-              f"K be a multiple of {MX_K}, M of {TILE_M} and N of {TILE_N}")
+        fail(
+            f"matmul_mx: lhsT is [K={k}, M={m}], rhs [K={k2}, N={n}]; both K must agree, "
+            f"K be a multiple of {MX_K}, M of {TILE_M} and N of {TILE_N}"
+        )
     if lhsT.dtype != rhs.dtype or lhsT.dtype not in ("bfloat16", "float16"):
-        _fail(f"matmul_mx: dtypes are {lhsT.dtype} and {rhs.dtype}; both must be bfloat16 or "
-              "float16 (quantize_mx inputs)")
+        fail(
+            f"matmul_mx: dtypes are {lhsT.dtype} and {rhs.dtype}; both must be bfloat16 or "
+            "float16 (quantize_mx inputs)"
+        )
     k_tiles = k // MX_K
     out = nl.ndarray((m, n), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="matmul_mx_out")
     for nb in nl.affine_range(-(-n // MX_BLOCK_N)):
         n0 = nb * MX_BLOCK_N
         bn = min(MX_BLOCK_N, n - n0)
-        rq = nl.ndarray((P_MAX, k_tiles, bn), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf,
-                        name="rhs_mx")
+        rq = nl.ndarray(
+            (P_MAX, k_tiles, bn), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf, name="rhs_mx"
+        )
         rs = nl.ndarray((P_MAX, k_tiles, bn), dtype=nl.uint8, buffer=nl.sbuf, name="rhs_scale")
         for kt in nl.affine_range(k_tiles):
             stage = _mx_stage(rhs, kt * MX_K, n0, bn, "rhs_stage")
-            nisa.quantize_mx(dst=rq[:, kt, :], src=stage.permute((0, 2, 1)),
-                             dst_scale=rs[:, kt, :])
+            nisa.quantize_mx(dst=rq[:, kt, :], src=stage.permute((0, 2, 1)), dst_scale=rs[:, kt, :])
         for mb in nl.affine_range(-(-m // MX_BLOCK_M)):
             m0 = mb * MX_BLOCK_M
             bm = min(MX_BLOCK_M, m - m0)
-            lq = nl.ndarray((P_MAX, k_tiles, bm), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf,
-                            name="lhsT_mx")
-            ls = nl.ndarray((P_MAX, k_tiles, bm), dtype=nl.uint8, buffer=nl.sbuf,
-                            name="lhsT_scale")
+            lq = nl.ndarray(
+                (P_MAX, k_tiles, bm), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf, name="lhsT_mx"
+            )
+            ls = nl.ndarray((P_MAX, k_tiles, bm), dtype=nl.uint8, buffer=nl.sbuf, name="lhsT_scale")
             for kt in nl.affine_range(k_tiles):
                 stage = _mx_stage(lhsT, kt * MX_K, m0, bm, "lhsT_stage")
-                nisa.quantize_mx(dst=lq[:, kt, :], src=stage.permute((0, 2, 1)),
-                                 dst_scale=ls[:, kt, :])
+                nisa.quantize_mx(
+                    dst=lq[:, kt, :], src=stage.permute((0, 2, 1)), dst_scale=ls[:, kt, :]
+                )
             for mt in nl.affine_range(bm // TILE_M):
                 c = slice(mt * TILE_M, (mt + 1) * TILE_M)
-                strip = nl.ndarray((TILE_M, bn), dtype=nl.bfloat16, buffer=nl.sbuf,
-                                   name="out_strip")
+                strip = nl.ndarray(
+                    (TILE_M, bn), dtype=nl.bfloat16, buffer=nl.sbuf, name="out_strip"
+                )
                 for nt in nl.affine_range(bn // TILE_N):
                     cols = slice(nt * TILE_N, (nt + 1) * TILE_N)
-                    acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum,
-                                     name="acc")
+                    acc = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum, name="acc")
                     for kt in nl.affine_range(k_tiles):
-                        nisa.nc_matmul_mx(dst=acc, stationary=lq[:, kt, c],
-                                          moving=rq[:, kt, cols], stationary_scale=ls[:, kt, c],
-                                          moving_scale=rs[:, kt, cols], accumulate=kt > 0)
+                        nisa.nc_matmul_mx(
+                            dst=acc,
+                            stationary=lq[:, kt, c],
+                            moving=rq[:, kt, cols],
+                            stationary_scale=ls[:, kt, c],
+                            moving_scale=rs[:, kt, cols],
+                            accumulate=kt > 0,
+                        )
                     engine = nisa.engine.vector if nt % 2 == 0 else nisa.engine.scalar
                     nisa.tensor_copy(dst=strip[:, cols], src=acc, engine=engine)
                 r0 = m0 + mt * TILE_M
-                nisa.dma_copy(dst=out[r0:r0 + TILE_M, n0:n0 + bn], src=strip)
+                nisa.dma_copy(dst=out[r0 : r0 + TILE_M, n0 : n0 + bn], src=strip)
     return out
 
 
@@ -293,8 +320,9 @@ def dequantize_fp8_ref(xq: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return np.asarray(xq, dtype=np.float64) * np.asarray(scale, dtype=np.float64)
 
 
-def matmul_fp8_ref(lhsT_q: np.ndarray, rhs_q: np.ndarray, lhs_scale: np.ndarray,
-                   rhs_scale: np.ndarray) -> np.ndarray:
+def matmul_fp8_ref(
+    lhsT_q: np.ndarray, rhs_q: np.ndarray, lhs_scale: np.ndarray, rhs_scale: np.ndarray
+) -> np.ndarray:
     """(lhsT_q.T @ rhs_q) * lhs_scale * rhs_scale.T in float64."""
     prod = np.asarray(lhsT_q, dtype=np.float64).T @ np.asarray(rhs_q, dtype=np.float64)
     return prod * np.asarray(lhs_scale, np.float64) * np.asarray(rhs_scale, np.float64).T
@@ -309,8 +337,9 @@ def mx_dequantized_ref(a: np.ndarray) -> np.ndarray:
     g = a64.reshape(k // MX_K, MX_PACK, P_MAX // 8, 8, c)  # [kt, i, group, row, col]
     amax = np.abs(g).max(axis=(1, 3), keepdims=True)
     with np.errstate(divide="ignore"):
-        exp = np.where(amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1.0))) -
-                       (MX_EMAX - 1), -127.0)
+        exp = np.where(
+            amax > 0, np.floor(np.log2(np.where(amax > 0, amax, 1.0))) - (MX_EMAX - 1), -127.0
+        )
     x = np.ldexp(1.0, np.maximum(exp, -127).astype(np.int64))
     q = (g / x).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
     return (q * x).reshape(k, c)

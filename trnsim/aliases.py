@@ -22,7 +22,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def _target(self, fullname: str) -> str | None:
         for alias, real in self.prefixes.items():
             if fullname == alias or fullname.startswith(alias + "."):
-                return real + fullname[len(alias):]
+                return real + fullname[len(alias) :]
         return None
 
     def find_spec(self, fullname, path=None, target=None):

@@ -1,7 +1,8 @@
 """Reports on a Profile: its timeline as a Trace, an Explorer-style summary with insights, diffs.
 
 Names follow Neuron's profiler (trainium-hw.md §D): rows `Sync(nc0)`,
-`Tensor(nc0)` (LoadStationary), `TensorMatrix(nc0)` (MultiplyMoving), `Vector(nc0)`, `Scalar(nc0)`, `GpSimd(nc0)`, DMA queues
+`Tensor(nc0)` (LoadStationary), `TensorMatrix(nc0)` (MultiplyMoving), `Vector(nc0)`,
+`Scalar(nc0)`, `GpSimd(nc0)`, DMA queues
 (`qSyncIO(nc0)`) or DMA engines (`DMA-E3(nc0)`); metrics `total_time`,
 `<engine>_active_time_percent`, `mfu_estimated_percent`, `average_dma_size`, ...
 """
@@ -74,6 +75,7 @@ def to_trace(profile: Profile, kernel: str = "", dma_rows: str = "queue",
     dependency flows, counters (SBUF/PSUM usage, pending DMAs, HBM throughput, throttle)."""
     if dma_rows not in ("queue", "engine"):
         raise ValueError(f"dma_rows={dma_rows!r}: use 'queue' or 'engine'")
+    kernel = kernel or getattr(profile, "kernel_name", "")
     prog = profile.program
     slices: list[Slice] = []
     last_slice_of: dict[int, int] = {}
@@ -202,6 +204,7 @@ def line_stats(profile: Profile) -> list[LineStat]:
 def summary(profile: Profile, kernel: str = "") -> dict[str, Any]:
     """Explorer-style metrics (trainium-hw.md §D.3) plus per-engine and per-line breakdowns."""
     s = dict(profile.summary())
+    kernel = kernel or getattr(profile, "kernel_name", "")
     lat = profile.latency_ns
     s["kernel"] = kernel
     s["chip"] = profile.chip.name

@@ -42,3 +42,28 @@ def test_dma_with_scalar_offset_from_tile_and_register():
     out = nki.simulate(kernel)(table)
     np.testing.assert_array_equal(out[0], table[4])
     np.testing.assert_array_equal(out[1], table[2])
+
+
+def test_register_index_and_ds_are_runtime_offsets():
+    table = np.arange(8 * 128 * 4, dtype=np.float32).reshape(8, 128, 4)
+    flat = np.arange(1024, dtype=np.float32).reshape(1, 1024)
+
+    def kernel(t, f):
+        out = nl.ndarray((3, 128, 4), t.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 4), t.dtype)
+        reg = nisa.register_alloc(5)
+        view = t[reg]  # resolved when the instruction runs, not here
+        nisa.dma_copy(dst=tile, src=view)
+        nl.store(out[0], tile)
+        nisa.register_move(reg, 6)
+        nisa.dma_copy(dst=tile, src=view)
+        nl.store(out[1], tile)
+        row = nl.ndarray((1, 4), t.dtype)
+        nisa.dma_copy(dst=row, src=f[0:1, nl.ds(reg, 4)])
+        nl.store(out[2, 0:1, :], row)
+        return out
+
+    out = nki.simulate(kernel)(table, flat)
+    np.testing.assert_array_equal(out[0], table[5])
+    np.testing.assert_array_equal(out[1], table[6])
+    np.testing.assert_array_equal(out[2, 0], flat[0, 6:10])

@@ -138,10 +138,8 @@ def test_tensor_scalar_reduce_reset_then_reduce_chain(rng):
     np.testing.assert_allclose(r2, s2.astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    ("name", "ident"), [("maximum", -np.inf), ("minimum", np.inf), ("multiply", 1.0)]
-)
-def test_tensor_scalar_reduce_ops_load_reduce_and_negate(rng, name, ident):
+@pytest.mark.parametrize("name", ["maximum", "minimum", "multiply"])
+def test_tensor_scalar_reduce_ops_load_reduce_and_negate(rng, name):
     a = rng.uniform(0.5, 1.5, (P, 8)).astype(np.float32)
     init = rng.uniform(0.5, 1.5, (P, 1)).astype(np.float32)
 
@@ -167,7 +165,39 @@ def test_tensor_scalar_reduce_ops_load_reduce_and_negate(rng, name, ident):
     comb = {"maximum": np.maximum, "minimum": np.minimum, "multiply": np.multiply}[name]
     ref = -comb(init.astype(np.float64), fn(t, axis=1, keepdims=True).astype(np.float32))
     np.testing.assert_allclose(run(kernel, a, init), ref.astype(np.float32), rtol=1e-6)
-    assert np.isfinite(ident) or ident != 0  # identities documented in §8.1
+
+
+@pytest.mark.parametrize(
+    ("name", "ident"),
+    [("add", 0.0), ("multiply", 1.0), ("maximum", -np.inf), ("minimum", np.inf)],
+)
+def test_reset_sets_the_reduction_identity(rng, name, ident):
+    """reduce_cmd=reset clears the registers to the op's identity (nki-api.md §8.1, §8.3)."""
+    a = rng.standard_normal((P, 8)).astype(np.float32)
+
+    def kernel(a):
+        d = tile(a.shape, nl.float32)
+        r = tile((P, 1), nl.float32)
+        nisa.tensor_scalar_reduce(
+            dst=d,
+            data=load(a),
+            op0=op("add"),
+            operand0=0.0,
+            reduce_op=op(name),
+            reduce_cmd=CMD.reset_reduce,
+        )
+        nisa.tensor_scalar_reduce(
+            dst=d,
+            data=load(a),
+            op0=op("add"),
+            operand0=0.0,
+            reduce_op=op(name),
+            reduce_res=r,
+            reduce_cmd=CMD.reset,
+        )
+        return store(r)
+
+    np.testing.assert_array_equal(run(kernel, a), np.full((P, 1), ident, np.float32))
 
 
 def test_tensor_scalar_reduce_without_reduce_res_keeps_registers_internal(rng):

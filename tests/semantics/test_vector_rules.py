@@ -651,9 +651,14 @@ def test_rule_raises_at_the_kernel_line(call, match, chip):
     assert "/trnsim/" not in str(exc.value)
 
 
-def test_removed_dynamic_copies_have_no_ga_wrapper():
-    assert not hasattr(nisa, "tensor_copy_dynamic_src")
-    assert not hasattr(nisa, "tensor_copy_dynamic_dst")
+def test_removed_dynamic_copies_name_their_replacement():
+    def kernel():
+        nisa.tensor_copy_dynamic_src(dst=t(), src=t())
+
+    with pytest.raises(ConstraintError, match=r"removed in NKI 0.4.0.*scalar_offset") as exc:
+        run(kernel)
+    assert exc.value.loc.lineno == kernel.__code__.co_firstlineno + 1
+    assert "/trnsim/" not in str(exc.value)
 
 
 def test_rules_still_checked_without_values():

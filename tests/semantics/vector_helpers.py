@@ -1,9 +1,8 @@
 """Kernel-side helpers for the Vector-family semantics tests: move host arrays in and out of
-SBUF/PSUM, resolve op constants, and check that an error points at the kernel's own line."""
+SBUF/PSUM, resolve op constants, run a kernel, convert floats to ints as the hardware does."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import ml_dtypes
@@ -11,17 +10,13 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
-import pytest
-
-from trnsim.errors import ConstraintError
 
 BF16 = ml_dtypes.bfloat16
-_MARKS: list[int] = []
 
 
 def op(name: str) -> Any:
-    """The nl.* op constant (GA kernels pass these); the name if the constant is missing."""
-    return getattr(nl, name, name)
+    """The nl.* op constant, as GA kernels pass it."""
+    return getattr(nl, name)
 
 
 def load(a: Any, space: str = "sbuf") -> Any:
@@ -53,28 +48,6 @@ def store(t: Any) -> Any:
 def run(kernel: Any, *args: Any, chip: str | None = None, **kw: Any) -> Any:
     opts = {"chip": chip} if chip else {}
     return nki.simulate(kernel, **opts, **kw)(*args)
-
-
-def mark() -> None:
-    """Call on the line just above the instruction expected to fail."""
-    _MARKS.append(sys._getframe(1).f_lineno + 1)
-
-
-def expect_error(kernel: Any, *args: Any, match: str, chip: str | None = None) -> ConstraintError:
-    """Run a buggy kernel: ConstraintError matching `match`, located at the marked line, with
-    no simulator path in the message."""
-    _MARKS.clear()
-    with pytest.raises(ConstraintError, match=match) as exc:
-        run(kernel, *args, chip=chip)
-    assert _MARKS, "the kernel did not call mark() before the failing instruction"
-    assert exc.value.loc is not None
-    assert exc.value.loc.lineno == _MARKS[-1]
-    assert "/trnsim/" not in str(exc.value)
-    return exc.value
-
-
-def f32(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=np.float32)
 
 
 def rne_int(x: Any, dtype: Any) -> np.ndarray:

@@ -24,8 +24,13 @@ def ns(tl, ticks: int) -> float:
 
 def activate(b: ProgramBuilder, src: int, dst: int) -> int:
     """A 1-element ACTIVATE on 128 partitions."""
-    return b.add("activation", "scalar", [tile("sbuf", (128, 1), "float32", src, name="data")],
-                 [tile("sbuf", (128, 1), "float32", dst, name="dst")], op="exp")
+    return b.add(
+        "activation",
+        "scalar",
+        [tile("sbuf", (128, 1), "float32", src, name="data")],
+        [tile("sbuf", (128, 1), "float32", dst, name="dst")],
+        op="exp",
+    )
 
 
 def test_activate_duration_159ns():
@@ -47,16 +52,22 @@ def test_dependent_activate_chain_ii_189ns():
 @pytest.mark.parametrize(("columns", "target_ns"), [(1, 188), (96, 219)])
 def test_matmul_latency(columns, target_ns):
     b = ProgramBuilder()
-    b.matmul(tile("psum", (128, columns), "float32"), tile("sbuf", (128, 128), "bfloat16"),
-             tile("sbuf", (128, columns), "bfloat16", offset=4096))
+    b.matmul(
+        tile("psum", (128, columns), "float32"),
+        tile("sbuf", (128, 128), "bfloat16"),
+        tile("sbuf", (128, columns), "bfloat16", offset=4096),
+    )
     tl = timeline("trn1", b)
     assert ns(tl, tl.end[0] - tl.start[0]) == pytest.approx(target_ns, rel=0.10)
 
 
 def test_ldweights_one_element_67ns():
     b = ProgramBuilder()
-    b.matmul(tile("psum", (128, 1), "float32"), tile("sbuf", (128, 1), "bfloat16"),
-             tile("sbuf", (128, 1), "bfloat16", offset=4096))
+    b.matmul(
+        tile("psum", (128, 1), "float32"),
+        tile("sbuf", (128, 1), "bfloat16"),
+        tile("sbuf", (128, 1), "bfloat16", offset=4096),
+    )
     tl = timeline("trn1", b)
     s, e = tl.ls[0]
     assert ns(tl, e - s) == pytest.approx(67, rel=0.10)
@@ -65,10 +76,16 @@ def test_ldweights_one_element_67ns():
 def test_large_tensor_tensor_fp32_8192():
     """Measured 14.97-14.99 us for TENSOR_TENSOR fp32, N = 8192 (formula 2N = 14.63 us)."""
     b = ProgramBuilder()
-    b.add("tensor_tensor", "vector",
-          [tile("sbuf", (128, 8192), "float32", 0, name="data1"),
-           tile("sbuf", (128, 8192), "float32", 32768, name="data2")],
-          [tile("sbuf", (128, 8192), "float32", 65536, name="dst")], op="add")
+    b.add(
+        "tensor_tensor",
+        "vector",
+        [
+            tile("sbuf", (128, 8192), "float32", 0, name="data1"),
+            tile("sbuf", (128, 8192), "float32", 32768, name="data2"),
+        ],
+        [tile("sbuf", (128, 8192), "float32", 65536, name="dst")],
+        op="add",
+    )
     tl = timeline("trn1", b)
     assert ns(tl, tl.end[0] - tl.start[0]) == pytest.approx(14980, rel=0.10)
 
@@ -91,8 +108,11 @@ def test_documented_matmul_steady_state_ii():
     for n, dtype, cycles in cases:
         b = ProgramBuilder()
         for k in range(4):
-            b.matmul(tile("psum", (128, n), "float32", 2048 * k),
-                     tile("sbuf", (128, 128), dtype), tile("sbuf", (128, n), dtype, 4096))
+            b.matmul(
+                tile("psum", (128, n), "float32", 2048 * k),
+                tile("sbuf", (128, 128), dtype),
+                tile("sbuf", (128, n), dtype, 4096),
+            )
         tl = timeline("trn2", b, throttle__enabled=False)
         period = (tl.start[3] - tl.start[1]) / 2
         assert period / tl.ticks_per_ns * 2.4 == pytest.approx(cycles)
@@ -101,6 +121,7 @@ def test_documented_matmul_steady_state_ii():
 def test_dma_small_partitions_underperform():
     """Effective bandwidth of a 128-partition load: < 256 B/partition is overhead-bound,
     2 KiB reaches most of the rate, 4 KiB and more saturate (NKI-DMA-BW)."""
+
     def rate(bytes_per_partition: int) -> float:
         b = ProgramBuilder()
         n = bytes_per_partition // 2

@@ -14,8 +14,9 @@ from .conftest import TINY, tile
 
 def cost(opcode, engine, reads, writes, chip="tiny", **attrs):
     c = load_chip(TINY) if chip == "tiny" else load_chip(chip)
-    return instruction_cost(Instruction(0, opcode, engine, 0, tuple(reads), tuple(writes),
-                                        attrs), c)
+    return instruction_cost(
+        Instruction(0, opcode, engine, 0, tuple(reads), tuple(writes), attrs), c
+    )
 
 
 def sb(shape, dtype="bfloat16", name="data", offset=0, stride=1, space="sbuf"):
@@ -41,8 +42,13 @@ def test_activation_min_ii(n, ii):
 
 
 def test_activation_reduce_adds_min_ii():
-    c = cost("activation", "scalar", [sb((128, 512))],
-             [sb((128, 512), name="dst"), sb((128, 1), "float32", name="reduce_res")], op="exp")
+    c = cost(
+        "activation",
+        "scalar",
+        [sb((128, 512))],
+        [sb((128, 512), name="dst"), sb((128, 1), "float32", name="reduce_res")],
+        op="exp",
+    )
     assert c.ii == 512 + 64
 
 
@@ -53,23 +59,38 @@ def test_partition_count_does_not_change_cost():
 
 
 def test_stride_over_16_bytes_halves_the_rate():
-    fast = cost("activation", "scalar", [sb((128, 512), "float32", stride=4)],
-                [sb((128, 512), "float32", name="dst")])
-    slow = cost("activation", "scalar", [sb((128, 512), "float32", stride=8)],
-                [sb((128, 512), "float32", name="dst")])
+    fast = cost(
+        "activation",
+        "scalar",
+        [sb((128, 512), "float32", stride=4)],
+        [sb((128, 512), "float32", name="dst")],
+    )
+    slow = cost(
+        "activation",
+        "scalar",
+        [sb((128, 512), "float32", stride=8)],
+        [sb((128, 512), "float32", name="dst")],
+    )
     assert (fast.ii, slow.ii) == (512, 1024)
 
 
-@pytest.mark.parametrize(("dtype", "src_space", "stride", "ii", "mode"), [
-    ("bfloat16", "sbuf", 1, 256, "4x"),  # 16-bit, SBUF, contiguous
-    ("bfloat16", "sbuf", 2, 512, "2x"),  # 16-bit but strided
-    ("bfloat16", "psum", 1, 512, "2x"),  # one side in PSUM
-    ("float32", "sbuf", 1, 1024, ""),  # no uplift for fp32
-])
+@pytest.mark.parametrize(
+    ("dtype", "src_space", "stride", "ii", "mode"),
+    [
+        ("bfloat16", "sbuf", 1, 256, "4x"),  # 16-bit, SBUF, contiguous
+        ("bfloat16", "sbuf", 2, 512, "2x"),  # 16-bit but strided
+        ("bfloat16", "psum", 1, 512, "2x"),  # one side in PSUM
+        ("float32", "sbuf", 1, 1024, ""),  # no uplift for fp32
+    ],
+)
 def test_vector_perf_modes_nc_v3(dtype, src_space, stride, ii, mode):
-    c = cost("tensor_copy", "vector", [sb((128, 1024), dtype, "src", stride=stride,
-                                          space=src_space)],
-             [sb((128, 1024), dtype, "dst", 65536)], chip="trn2")
+    c = cost(
+        "tensor_copy",
+        "vector",
+        [sb((128, 1024), dtype, "src", stride=stride, space=src_space)],
+        [sb((128, 1024), dtype, "dst", 65536)],
+        chip="trn2",
+    )
     assert (c.ii, c.perf_mode) == (ii, mode)
 
 
@@ -79,30 +100,45 @@ def test_scalar_2x_on_trn3_only():
     assert cost("tensor_copy", "scalar", *args, chip="trn2").ii == 1024
 
 
-@pytest.mark.parametrize(("spaces", "dtype", "op", "ii"), [
-    (("psum", "sbuf"), "float32", "maximum", 512),  # one PSUM, one SBUF: N
-    (("sbuf", "sbuf"), "float32", "add", 1024),  # both SBUF, fp32: 2N
-    (("sbuf", "sbuf"), "bfloat16", "add", 256),  # bf16 add in SBUF: N, NC-v3 2x
-    (("sbuf", "sbuf"), "bfloat16", "divide", 512),  # other op: 2N, NC-v3 2x
-])
+@pytest.mark.parametrize(
+    ("spaces", "dtype", "op", "ii"),
+    [
+        (("psum", "sbuf"), "float32", "maximum", 512),  # one PSUM, one SBUF: N
+        (("sbuf", "sbuf"), "float32", "add", 1024),  # both SBUF, fp32: 2N
+        (("sbuf", "sbuf"), "bfloat16", "add", 256),  # bf16 add in SBUF: N, NC-v3 2x
+        (("sbuf", "sbuf"), "bfloat16", "divide", 512),  # other op: 2N, NC-v3 2x
+    ],
+)
 def test_tensor_tensor(spaces, dtype, op, ii):
-    reads = [sb((128, 512), dtype, "data1", space=spaces[0]),
-             sb((128, 512), dtype, "data2", 8192, space=spaces[1])]
+    reads = [
+        sb((128, 512), dtype, "data1", space=spaces[0]),
+        sb((128, 512), dtype, "data2", 8192, space=spaces[1]),
+    ]
     c = cost("tensor_tensor", "vector", reads, [sb((128, 512), dtype, "dst", 16384)], op=op)
     assert c.ii == ii
 
 
 def test_tensor_tensor_nc_v2_large_is_2n():
     reads = [sb((128, 8192), "float32", "data1"), sb((128, 8192), "float32", "data2", 32768)]
-    c = cost("tensor_tensor", "vector", reads, [sb((128, 8192), "float32", "dst", 65536)],
-             chip="trn1", op="add")
+    c = cost(
+        "tensor_tensor",
+        "vector",
+        reads,
+        [sb((128, 8192), "float32", "dst", 65536)],
+        chip="trn1",
+        op="add",
+    )
     assert c.ii == 2 * 8192
 
 
 def test_fixed_start_costs():
     iota = cost("iota", "gpsimd", [], [sb((128, 512), "int32", "dst")])
-    dyn = cost("tensor_copy_dynamic_src", "vector", [sb((128, 100), name="src")],
-               [sb((128, 100), name="dst", offset=4096)])
+    dyn = cost(
+        "tensor_copy_dynamic_src",
+        "vector",
+        [sb((128, 100), name="src")],
+        [sb((128, 100), name="dst", offset=4096)],
+    )
     assert (iota.ii, dyn.ii) == (150 + 512, 600)
 
 
@@ -127,12 +163,22 @@ def test_reciprocal_and_bn_aggr():
 
 
 def test_matmul_fp8_double_row_same_time_as_bf16():
-    bf16 = cost("nc_matmul", "tensor", [sb((128, 128), name="stationary"),
-                                        sb((128, 512), name="moving", offset=4096)],
-                [sb((128, 512), "float32", "dst", space="psum")])
-    fp8 = cost("nc_matmul", "tensor", [sb((128, 2, 128), "float8_e4m3", "stationary"),
-                                       sb((128, 2, 512), "float8_e4m3", "moving", 4096)],
-               [sb((128, 512), "float32", "dst", space="psum")], perf_mode="double_row")
+    bf16 = cost(
+        "nc_matmul",
+        "tensor",
+        [sb((128, 128), name="stationary"), sb((128, 512), name="moving", offset=4096)],
+        [sb((128, 512), "float32", "dst", space="psum")],
+    )
+    fp8 = cost(
+        "nc_matmul",
+        "tensor",
+        [
+            sb((128, 2, 128), "float8_e4m3", "stationary"),
+            sb((128, 2, 512), "float8_e4m3", "moving", 4096),
+        ],
+        [sb((128, 512), "float32", "dst", space="psum")],
+        perf_mode="double_row",
+    )
     assert (bf16.ii, bf16.ls_ii) == (fp8.ii, fp8.ls_ii) == (512, 32)
 
 

@@ -23,12 +23,12 @@ def matmul_kernel(a_t, b):
             for k in nl.affine_range(k_dim // 128):
                 at = nl.ndarray((128, 128), dtype=a_t.dtype, buffer=nl.sbuf)
                 bt = nl.ndarray((128, 512), dtype=b.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=at, src=a_t[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                nisa.dma_copy(dst=bt, src=b[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                nisa.dma_copy(dst=at, src=a_t[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+                nisa.dma_copy(dst=bt, src=b[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
                 nisa.nc_matmul(dst=acc, stationary=at, moving=bt)
             res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
             nisa.tensor_copy(dst=res, src=acc)
-            nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], src=res)
+            nisa.dma_copy(dst=out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], src=res)
     return out
 
 
@@ -53,7 +53,8 @@ def test_profile_returns_outputs_and_timeline(inputs):
     assert {"sync", "tensor", "tensor_matrix", "vector"} <= rows
     assert all(ev.end_ns >= ev.start_ns >= 0 for ev in p.events)
     assert p.average_dma_bytes == pytest.approx(
-        (p.hbm_read_bytes + p.hbm_write_bytes) / p.dma_count)
+        (p.hbm_read_bytes + p.hbm_write_bytes) / p.dma_count
+    )
 
 
 def test_flops_and_utilization(inputs):
@@ -75,8 +76,9 @@ def test_values_false_gives_the_same_program_and_timeline(inputs):
     with_values = profile(matmul_kernel, a, b, chip="trn3")
     timing_only = profile(matmul_kernel, a, b, chip="trn3", values=False)
     assert timing_only.outputs is None
-    assert [(i.opcode, i.engine, i.reads, i.writes) for i in with_values.program] == \
-        [(i.opcode, i.engine, i.reads, i.writes) for i in timing_only.program]
+    assert [(i.opcode, i.engine, i.reads, i.writes) for i in with_values.program] == [
+        (i.opcode, i.engine, i.reads, i.writes) for i in timing_only.program
+    ]
     assert with_values.timeline.start == timing_only.timeline.start
     assert with_values.timeline.end == timing_only.timeline.end
 
@@ -102,3 +104,23 @@ def test_counters_and_summary(inputs):
     s = p.summary()
     assert s["total_time"] == pytest.approx(p.latency_ns * 1e-9)
     assert s["nc0_tensor_matrix_instruction_count"] == 8
+
+
+@pytest.mark.slow
+def test_timing_only_over_100_gib_of_trn3_hbm():
+    """values=False: a kernel streaming 100 GiB through SBUF is timed without the memory."""
+    import ml_dtypes
+
+    @nki.jit
+    def stream(x, y):
+        rows, free = x.shape
+        for r in nl.affine_range(rows // 128):
+            t = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[r * 128 : (r + 1) * 128, :])
+            nisa.dma_copy(dst=y[r * 128 : (r + 1) * 128, :], src=t)
+
+    x = np.broadcast_to(np.zeros((), ml_dtypes.bfloat16), (128 * 3200, 64 * 1024))
+    p = profile(stream, x, x, chip="trn3", values=False)
+    assert p.hbm_read_bytes + p.hbm_write_bytes == 100 * 2**30
+    assert p.dma_count == 6400
+    assert 50 < p.mbu <= 100

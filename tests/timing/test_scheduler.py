@@ -18,10 +18,14 @@ def run(chip, b: ProgramBuilder):
 
 
 def act(b, src_off, dst_off, n=512, core=0):
-    return b.add("activation", "scalar", [tile("sbuf", (128, n), offset=src_off, name="data",
-                                               core=core)],
-                 [tile("sbuf", (128, n), offset=dst_off, name="dst", core=core)], core=core,
-                 op="exp")
+    return b.add(
+        "activation",
+        "scalar",
+        [tile("sbuf", (128, n), offset=src_off, name="data", core=core)],
+        [tile("sbuf", (128, n), offset=dst_off, name="dst", core=core)],
+        core=core,
+        op="exp",
+    )
 
 
 def test_base_clock_is_lcm_of_engine_clocks(tiny_chip):
@@ -43,9 +47,12 @@ def test_ii_and_latency_are_separate(tiny_chip, builder):
 
 def test_raw_dependency_waits_for_completion_plus_semaphore(tiny_chip, builder):
     act(builder, 0, 1024)
-    builder.add("tensor_copy", "vector", [tile("sbuf", (128, 512), offset=1024, name="src",
-                                               dtype="float32")],
-                [tile("sbuf", (128, 512), offset=8192, name="dst", dtype="float32")])
+    builder.add(
+        "tensor_copy",
+        "vector",
+        [tile("sbuf", (128, 512), offset=1024, name="src", dtype="float32")],
+        [tile("sbuf", (128, 512), offset=8192, name="dst", dtype="float32")],
+    )
     tl = run(tiny_chip, builder)
     assert tl.start[1] == 612 + 10
     assert tl.wait[1] == 622
@@ -58,8 +65,13 @@ def test_raw_dependency_waits_for_completion_plus_semaphore(tiny_chip, builder):
 def test_engines_overlap_and_queues_stay_in_order(tiny_chip, builder):
     act(builder, 0, 1024)  # scalar, 0..612
     act(builder, 1024, 4096)  # scalar, depends on 0: 622..
-    builder.add("memset", "vector", [], [tile("sbuf", (128, 512), offset=16384, name="dst",
-                                              dtype="float32")], value=1.0)
+    builder.add(
+        "memset",
+        "vector",
+        [],
+        [tile("sbuf", (128, 512), offset=16384, name="dst", dtype="float32")],
+        value=1.0,
+    )
     tl = run(tiny_chip, builder)
     assert tl.start[2] == 0  # VectorE runs alongside ScalarE
     assert tl.start[1] == 622
@@ -67,8 +79,7 @@ def test_engines_overlap_and_queues_stay_in_order(tiny_chip, builder):
 
 def test_war_waits_for_the_reader_and_same_queue_war_does_not(tiny_chip, builder):
     act(builder, 0, 1024)  # reads [0, 1024)
-    builder.add("memset", "vector", [], [tile("sbuf", (128, 512), offset=0, name="dst")],
-                value=1.0)
+    builder.add("memset", "vector", [], [tile("sbuf", (128, 512), offset=0, name="dst")], value=1.0)
     act(builder, 0, 8192)  # scalar reads what vector wrote: RAW on 1
     act(builder, 8192, 0)  # scalar overwrites what scalar 2 read: same-queue WAR, no wait
     tl = run(tiny_chip, builder)
@@ -81,9 +92,11 @@ def test_war_waits_for_the_reader_and_same_queue_war_does_not(tiny_chip, builder
 def test_matmul_loadstationary_in_background(tiny_chip, builder):
     """LS ceil(128/4)=32, MM max(min(64,128), 512)=512; LS of the next loads during the MM."""
     for k in range(3):
-        builder.matmul(tile("psum", (128, 512), dtype="float32", offset=2048 * k),
-                       tile("sbuf", (128, 128), offset=1024 * k),
-                       tile("sbuf", (128, 512), offset=8192 + 1024 * k))
+        builder.matmul(
+            tile("psum", (128, 512), dtype="float32", offset=2048 * k),
+            tile("sbuf", (128, 128), offset=1024 * k),
+            tile("sbuf", (128, 512), offset=8192 + 1024 * k),
+        )
     tl = run(tiny_chip, builder)
     assert tl.ls[0] == (0, 32 + 50)
     assert (tl.start[0], tl.end[0]) == (32, 32 + 512 + 100)
@@ -95,17 +108,23 @@ def test_matmul_loadstationary_in_background(tiny_chip, builder):
 
 def test_matmul_small_moving_is_min_ii_bound_and_fp32_is_4x(tiny_chip, builder):
     for dtype in ("bfloat16", "float32"):
-        builder.matmul(tile("psum", (128, 16), dtype="float32", offset=0),
-                       tile("sbuf", (128, 128), dtype=dtype, offset=0),
-                       tile("sbuf", (128, 16), dtype=dtype, offset=4096))
+        builder.matmul(
+            tile("psum", (128, 16), dtype="float32", offset=0),
+            tile("sbuf", (128, 128), dtype=dtype, offset=0),
+            tile("sbuf", (128, 16), dtype=dtype, offset=4096),
+        )
     tl = run(tiny_chip, builder)
     assert tl.issue_end[0] - tl.start[0] == 64
     assert tl.issue_end[1] - tl.start[1] == 4 * 64
 
 
 def test_pe_transpose_cost(tiny_chip, builder):
-    builder.add("nc_transpose", "tensor", [tile("sbuf", (128, 32), name="data")],
-                [tile("psum", (32, 128), name="dst")])
+    builder.add(
+        "nc_transpose",
+        "tensor",
+        [tile("sbuf", (128, 32), name="data")],
+        [tile("psum", (32, 128), name="dst")],
+    )
     tl = run(tiny_chip, builder)
     assert tl.issue_end[0] - tl.start[0] == 128  # max(P=128, min(64, F=32))
 
@@ -117,8 +136,9 @@ def test_dma_single_transfer(tiny_chip, builder):
     plan, trig_end, ready = tl.dma[0]
     assert (plan.queue, plan.descriptors, plan.chunks) == ("qSyncIO", 4, ((1, 4000),) * 4)
     assert (trig_end, ready) == (64, 1064)
-    assert sorted((c.engine, c.start, c.end) for c in tl.chunks) == \
-        [(e, 1064, 1474) for e in range(4)]
+    assert sorted((c.engine, c.start, c.end) for c in tl.chunks) == [
+        (e, 1064, 1474) for e in range(4)
+    ]
     assert tl.end[0] == 1474
 
 
@@ -127,8 +147,12 @@ def test_dma_dependency_and_small_descriptors(tiny_chip, builder):
     src = tile("hbm", (4, 100), "float32")
     src = src.__class__(**{**src.__dict__, "contiguous_bytes": 4})
     builder.dma(tile("sbuf", (4, 100), dtype="float32"), src)
-    builder.add("tensor_copy", "vector", [tile("sbuf", (4, 100), dtype="float32", name="src")],
-                [tile("sbuf", (4, 100), dtype="float32", offset=4096, name="dst")])
+    builder.add(
+        "tensor_copy",
+        "vector",
+        [tile("sbuf", (4, 100), dtype="float32", name="src")],
+        [tile("sbuf", (4, 100), dtype="float32", offset=4096, name="dst")],
+    )
     tl = run(tiny_chip, builder)
     assert tl.end[0] == 1064 + 100 * 10 + 40
     assert tl.start[1] == tl.end[0] + 10
@@ -138,9 +162,11 @@ def test_dma_dependency_and_small_descriptors(tiny_chip, builder):
 def test_hbm_bandwidth_shared_by_cores(tiny_chip, builder):
     """Alone, a core's 4 engines stream at 40 B/ns = the HBM cap; two cores share it."""
     for core in (0, 1):
-        builder.dma(tile("sbuf", (4, 1000), dtype="float32", core=core),
-                    tile("hbm", (4, 1000), "float32", offset=core * 16000, core=core),
-                    core=core)
+        builder.dma(
+            tile("sbuf", (4, 1000), dtype="float32", core=core),
+            tile("hbm", (4, 1000), "float32", offset=core * 16000, core=core),
+            core=core,
+        )
     tl = run(tiny_chip, builder)
     assert {(c.start, c.end) for c in tl.chunks} == {(1064, 1074 + 800)}
     from trnsim.timing.metrics import hbm_throughput
@@ -151,8 +177,10 @@ def test_hbm_bandwidth_shared_by_cores(tiny_chip, builder):
 def test_dma_queue_in_order_per_engine(tiny_chip, builder):
     """Two transfers on one queue use the same engines one after the other."""
     builder.dma(tile("sbuf", (4, 1000), dtype="float32"), tile("hbm", (4, 1000), "float32"))
-    builder.dma(tile("sbuf", (4, 1000), dtype="float32", offset=4096),
-                tile("hbm", (4, 1000), "float32", offset=16000))
+    builder.dma(
+        tile("sbuf", (4, 1000), dtype="float32", offset=4096),
+        tile("hbm", (4, 1000), "float32", offset=16000),
+    )
     tl = run(tiny_chip, builder)
     # trigger 2 issues at 64 -> ready 1128; its chunks wait for engines busy until 1474
     assert tl.end[1] == 1474 + 410
@@ -168,11 +196,15 @@ def test_deterministic(tiny_chip):
     def build():
         b = ProgramBuilder()
         for k in range(20):
-            b.dma(tile("sbuf", (128, 256), offset=512 * (k % 4)),
-                  tile("hbm", (128, 256), offset=65536 * k))
+            b.dma(
+                tile("sbuf", (128, 256), offset=512 * (k % 4)),
+                tile("hbm", (128, 256), offset=65536 * k),
+            )
             act(b, 512 * (k % 4), 8192 + 512 * (k % 4), n=256)
-            b.dma(tile("hbm", (128, 256), offset=(1 << 24) + 65536 * k),
-                  tile("sbuf", (128, 256), offset=8192 + 512 * (k % 4)))
+            b.dma(
+                tile("hbm", (128, 256), offset=(1 << 24) + 65536 * k),
+                tile("sbuf", (128, 256), offset=8192 + 512 * (k % 4)),
+            )
         return b
 
     a, b = run(tiny_chip, build()), run(tiny_chip, build())
@@ -187,8 +219,11 @@ def test_tensor_engine_throttle_ramps_and_reengages(tiny_chip):
     chip = load_chip(tiny_chip.path, throttle__enabled=True)
     b = ProgramBuilder()
     for k in range(8):
-        b.matmul(tile("psum", (128, 512), dtype="float32", offset=2048 * (k % 8)),
-                 tile("sbuf", (128, 128)), tile("sbuf", (128, 512), offset=4096))
+        b.matmul(
+            tile("psum", (128, 512), dtype="float32", offset=2048 * (k % 8)),
+            tile("sbuf", (128, 128)),
+            tile("sbuf", (128, 512), offset=4096),
+        )
     tl = run(chip, b)
     iis = [tl.issue_end[i] - tl.start[i] for i in range(8)]
     assert iis[0] == 1024
@@ -196,8 +231,101 @@ def test_tensor_engine_throttle_ramps_and_reengages(tiny_chip):
     assert iis == sorted(iis, reverse=True)
     # after a long idle gap (a dependency on a slow DMA) the cap is back at 50 %
     b.dma(tile("sbuf", (128, 512), offset=65536 - 1024 * 8), tile("hbm", (128, 4096)))
-    b.matmul(tile("psum", (128, 512), dtype="float32"), tile("sbuf", (128, 128)),
-             tile("sbuf", (128, 512), offset=65536 - 1024 * 8))
+    b.matmul(
+        tile("psum", (128, 512), dtype="float32"),
+        tile("sbuf", (128, 128)),
+        tile("sbuf", (128, 512), offset=65536 - 1024 * 8),
+    )
     tl = run(chip, b)
     assert tl.issue_end[9] - tl.start[9] == 1024
     assert tl.throttle[0].samples[0] == (tl.start[0], 0.5)
+
+
+def test_psum_banks_let_tensor_engine_run_ahead_of_the_drain(tiny_chip, builder):
+    """Accumulation groups in two banks: matmuls of a group run back to back (no waits on
+    their own PSUM writes); the next group in the other bank overlaps the ScalarE drain."""
+    for g in range(2):
+        for _k in range(4):
+            builder.matmul(
+                tile("psum", (128, 512), "float32", 2048 * g),
+                tile("sbuf", (128, 128)),
+                tile("sbuf", (128, 512), offset=4096),
+            )
+        builder.add(
+            "activation",
+            "scalar",
+            [tile("psum", (128, 512), "float32", 2048 * g, name="data")],
+            [tile("sbuf", (128, 512), "float32", 16384 + 4096 * g, name="dst")],
+        )
+    tl = run(tiny_chip, builder)
+    mm_starts = [tl.start[i] for i in (0, 1, 2, 3, 5, 6, 7, 8)]
+    assert mm_starts == [32 + 512 * k for k in range(8)]  # never waits for the drains
+    assert tl.start[4] == tl.end[3] + 10  # drain of bank 0 waits for the group's last matmul
+    assert tl.start[4] < tl.end[8]  # ...while the bank-1 group is still running
+    # a third group back in bank 0 must wait for the bank-0 drain (WAR)
+    builder.matmul(
+        tile("psum", (128, 512), "float32", 0),
+        tile("sbuf", (128, 128)),
+        tile("sbuf", (128, 512), offset=4096),
+    )
+    tl = run(tiny_chip, builder)
+    assert tl.start[10] >= tl.end[4] + 10
+
+
+def test_descriptor_generation_modes(tiny_chip, builder):
+    """Static: trigger only. HWDGE: + 500 ns in a DGE block (2 per core). SWDGE: GpSimd
+    builds descriptors, GPSIMD_START + 1 cycle per descriptor. Then 1000 ns to the engines."""
+    src = tile("hbm", (4, 1000), "float32")
+    builder.dma(tile("sbuf", (4, 1000), "float32"), src, dge_mode="none")
+    for k in range(3):
+        builder.dma(
+            tile("sbuf", (4, 1000), "float32", offset=4096 * (k + 1)),
+            src,
+            dge_mode="hwdge",
+            queue_engine="scalar",
+        )
+    builder.dma(tile("sbuf", (4, 1000), "float32", offset=32768), src, dge_mode="swdge")
+    tl = run(tiny_chip, builder)
+    assert [tl.dma[i][0].queue for i in range(5)] == [
+        "qSyncIO",
+        "qScalarDynamicHW",
+        "qScalarDynamicHW",
+        "qScalarDynamicHW",
+        "qGpSimdDynamic",
+    ]
+    assert tl.dma[0][2] == 64 + 1000
+    assert [tl.dma[i][1] for i in (1, 2, 3)] == [64 + 500, 128 + 500, 64 + 500 + 500]
+    assert (tl.start[4], tl.issue_end[4]) == (0, 150 + 4)
+    assert tl.dma[4][2] == 154 + 1000
+
+
+def test_dma_transpose_runs_at_its_efficiency(tiny_chip, builder):
+    builder.add(
+        "dma_transpose",
+        "dma",
+        [tile("hbm", (4, 1000), "float32", name="src")],
+        [tile("sbuf", (4, 1000), "float32", name="dst")],
+    )
+    tl = run(tiny_chip, builder)
+    assert {(c.start, c.end) for c in tl.chunks} == {(1064, 1064 + 10 + 800)}
+
+
+def test_nc_v2_vector_and_scalar_do_not_share_psum(tiny_chip):
+    from trnsim.chip import load_chip
+
+    for version, overlap in ((2, False), (3, True)):
+        b = ProgramBuilder()
+        b.add(
+            "activation",
+            "scalar",
+            [tile("psum", (128, 512), "float32", 0, name="data")],
+            [tile("sbuf", (128, 512), "float32", 0, name="dst")],
+        )
+        b.add(
+            "tensor_copy",
+            "vector",
+            [tile("psum", (128, 512), "float32", 2048, name="src")],
+            [tile("sbuf", (128, 512), "float32", 4096, name="dst")],
+        )
+        tl = run(load_chip(tiny_chip.path, nc_version=version), b)
+        assert (tl.start[1] < tl.issue_end[0]) is overlap

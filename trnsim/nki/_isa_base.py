@@ -69,7 +69,50 @@ def _engine_name(e: Any) -> str | None:
     return None if name in (None, "unknown") else name
 
 
-def _issue(opcode: str, eng: Any = None, *, name: str | None = None, **kwargs: Any) -> None:
+class NkiInstruction:
+    """Handle on an issued instruction (returned by every nki.isa call, NKI 0.6).
+
+    `c.depends_on(a, b)` adds scheduling edges: c waits for a and b to complete, on top of the
+    dependencies derived from the memory regions they touch.
+    """
+
+    __slots__ = ("_instr",)
+
+    def __init__(self, instr: Any):
+        self._instr = instr
+
+    @property
+    def index(self) -> int:
+        return self._instr.index
+
+    @property
+    def name(self) -> str:
+        return self._instr.name
+
+    @property
+    def opcode(self) -> str:
+        return self._instr.opcode
+
+    def depends_on(self, *others: NkiInstruction) -> NkiInstruction:
+        extra = []
+        for o in others:
+            if not isinstance(o, NkiInstruction):
+                raise KernelError(f"depends_on: expected instructions returned by nki.isa calls, "
+                                  f"got {type(o).__name__}", capture_location())
+            if o.index >= self.index:
+                raise KernelError(f"depends_on: {o.opcode} (#{o.index}) is issued after "
+                                  f"{self.opcode} (#{self.index}); an instruction can only wait "
+                                  "for earlier ones", capture_location())
+            extra.append(o.index)
+        self._instr.deps = tuple(sorted({*self._instr.deps, *extra}))
+        return self
+
+    def __repr__(self) -> str:
+        return f"NkiInstruction(#{self.index} {self.opcode}{' ' + self.name if self.name else ''})"
+
+
+def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
+           **kwargs: Any) -> NkiInstruction:
     """Record and execute one instruction on the current core, errors at the user's line."""
     loc = capture_location()
     ctx = current(f"nisa.{opcode}")
@@ -81,10 +124,11 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None, **kwargs: A
         chosen = _engine_name(eng)
         if chosen is None and spec is not None:
             chosen = _sem.default_engine(opcode, ctx.chip, operands, attrs) or spec.engines[0]
-        ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc, name=name or "",
-                       loops=tuple(ctx.loops))
+        instr = ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc,
+                               name=name or "", loops=tuple(ctx.loops))
     except KernelError as e:
         raise e.with_loc(loc) from None
+    return NkiInstruction(instr)
 
 
 def get_nc_version() -> nc_version:

@@ -6,6 +6,7 @@ isa_<family> modules; meanings live in trnsim.semantics, rules and costs in isa/
 
 from trnsim.errors import ConstraintError as NkiValidationError  # noqa: F401
 from trnsim.nki._isa_base import (  # noqa: F401
+    NkiInstruction,
     dge_mode,
     dma_engine,
     engine,
@@ -27,5 +28,9 @@ from trnsim.nki.language import NKIObject  # noqa: F401
 # GA nki.isa still exports the B1 spellings of the engines (deprecated); NkiValidationError
 # is the validator's exception class: trnsim raises ConstraintError for every rule.
 gpsimd_engine, scalar_engine, tensor_engine, unknown_engine, vector_engine = (
-    engine.gpsimd, engine.scalar, engine.tensor, engine.unknown, engine.vector)
-
+    engine.gpsimd,
+    engine.scalar,
+    engine.tensor,
+    engine.unknown,
+    engine.vector,
+)

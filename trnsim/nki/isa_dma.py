@@ -34,9 +34,9 @@ def dma_copy(
     engine: engine = engine.unknown,
     name: str | None = None,
     priority: int | None = None,
-) -> None:
+) -> Any:
     """Copy src to dst through the DMA engines (HBM<->SBUF, HBM<->HBM, SBUF<->SBUF)."""
-    _issue(
+    return _issue(
         "dma_copy",
         None,
         name=name,
@@ -58,9 +58,9 @@ def dma_transpose(
     dge_mode: dge_mode = dge_mode.unknown,
     oob_mode: oob_mode = oob_mode.error,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst (SBUF) = src transposed while moving: axes (1, 0), (2, 1, 0) or (3, 1, 2, 0)."""
-    _issue(
+    return _issue(
         "dma_transpose",
         None,
         name=name,
@@ -82,7 +82,7 @@ def dma_compute(
     unique_indices: bool = True,
     name: str | None = None,
     oob_mode: oob_mode = oob_mode.error,
-) -> None:
+) -> Any:
     """dst = reduce_op over srcs[i] * scales[i], computed in fp32 by the DMA engines."""
     srcs = list(srcs) if isinstance(srcs, (list, tuple)) else [srcs]
     if len(srcs) > MAX_COMPUTE_SOURCES:
@@ -90,7 +90,7 @@ def dma_compute(
             f"dma_compute: {len(srcs)} sources; at most {MAX_COMPUTE_SOURCES}", capture_location()
         )
     operands = {f"src{i}": s for i, s in enumerate(srcs)}
-    _issue(
+    return _issue(
         "dma_compute",
         None,
         name=name,

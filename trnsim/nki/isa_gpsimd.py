@@ -17,9 +17,9 @@ __all__ = [
 ]
 
 
-def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: str | None = None) -> None:
+def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: str | None = None) -> Any:
     """Reduce data across partitions (add, max, bitwise_or, bitwise_and, average) into dst."""
-    _issue("tensor_partition_reduce", None, name=name, dst=dst, op=op, data=data)
+    return _issue("tensor_partition_reduce", None, name=name, dst=dst, op=op, data=data)
 
 
 def local_gather(
@@ -29,11 +29,11 @@ def local_gather(
     num_elem_per_idx: int = 1,
     num_valid_indices: int | None = None,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Each GpSimd core gathers from its 16 partitions of src_buffer at uint16 free offsets."""
     if num_valid_indices is None and _per_core_indices(index) is not None:
         num_valid_indices = _per_core_indices(index)  # recorded for the timing model
-    _issue(
+    return _issue(
         "local_gather",
         None,
         name=name,
@@ -53,21 +53,21 @@ def _per_core_indices(index: Any) -> int | None:
     return PARTS_PER_CORE * int(index.size // shape[0])
 
 
-def nc_n_gather(dst: Any, data: Any, indices: Any, name: str | None = None) -> None:
+def nc_n_gather(dst: Any, data: Any, indices: Any, name: str | None = None) -> Any:
     """Per partition, dst = data's flattened free elements taken at uint32 indices."""
-    _issue("nc_n_gather", None, name=name, dst=dst, data=data, indices=indices)
+    return _issue("nc_n_gather", None, name=name, dst=dst, data=data, indices=indices)
 
 
-def sequence_bounds(dst: Any, segment_ids: Any, name: str | None = None) -> None:
+def sequence_bounds(dst: Any, segment_ids: Any, name: str | None = None) -> Any:
     """Start and end (exclusive) of each element's segment; padding (id 0) gets (n, -1)."""
-    _issue("sequence_bounds", None, name=name, dst=dst, segment_ids=segment_ids)
+    return _issue("sequence_bounds", None, name=name, dst=dst, segment_ids=segment_ids)
 
 
 def nonzero_with_count(
     dst: Any, src: Any, index_offset: int = 0, padding_val: int = -1, name: str | None = None
-) -> None:
+) -> Any:
     """On partitions 0, 16, ..., 112: nonzero indices + offset, padding, then the count."""
-    _issue(
+    return _issue(
         "nonzero_with_count",
         None,
         name=name,
@@ -78,6 +78,6 @@ def nonzero_with_count(
     )
 
 
-def topk(val_dst: Any, idx_dst: Any, src: Any, n: int, name: str | None = None) -> None:
+def topk(val_dst: Any, idx_dst: Any, src: Any, n: int, name: str | None = None) -> Any:
     """K = val_dst's free size largest of an n-element 16-partition snake, ascending."""
-    _issue("topk", None, name=name, val_dst=val_dst, idx_dst=idx_dst, src=src, n=n)
+    return _issue("topk", None, name=name, val_dst=val_dst, idx_dst=idx_dst, src=src, n=n)

@@ -43,7 +43,7 @@ def register_alloc(x: Any = None) -> VirtualRegister:
     return reg
 
 
-def _require_register(api: str, name: str, x: Any, what: str = "a register") -> None:
+def _require_register(api: str, name: str, x: Any, what: str = "a register") -> Any:
     # The record's generic message ("must be a compile-time scalar") would mislead here.
     if is_tensor(x):
         raise ConstraintError(
@@ -53,23 +53,23 @@ def _require_register(api: str, name: str, x: Any, what: str = "a register") -> 
         )
 
 
-def register_move(dst: VirtualRegister, src: Any) -> None:
+def register_move(dst: VirtualRegister, src: Any) -> Any:
     """dst register = an immediate integer or another register."""
     _require_register("register_move", "dst", dst)
     _require_register("register_move", "src", src, "an integer or a register")
-    _issue("register_move", None, dst=dst, src=src)
+    return _issue("register_move", None, dst=dst, src=src)
 
 
-def register_load(dst: VirtualRegister, src: Any) -> None:
+def register_load(dst: VirtualRegister, src: Any) -> Any:
     """dst register = the single element of a 1-element HBM or SBUF tensor."""
     _require_register("register_load", "dst", dst)
-    _issue("register_load", None, dst=dst, src=src)
+    return _issue("register_load", None, dst=dst, src=src)
 
 
-def register_store(dst: Any, src: VirtualRegister) -> None:
+def register_store(dst: Any, src: VirtualRegister) -> Any:
     """The single element of a 1-element HBM or SBUF tensor = src register."""
     _require_register("register_store", "src", src)
-    _issue("register_store", None, dst=dst, src=src)
+    return _issue("register_store", None, dst=dst, src=src)
 
 
 def scalar_load(src: Any) -> NkiScalar:
@@ -79,9 +79,9 @@ def scalar_load(src: Any) -> NkiScalar:
     return reg
 
 
-def scalar_store(dst: Any, src: Any) -> None:
+def scalar_store(dst: Any, src: Any) -> Any:
     """0.7: store a runtime scalar into a 1-element tensor."""
-    _issue("register_store", None, dst=dst, src=src)
+    return _issue("register_store", None, dst=dst, src=src)
 
 
 # ---------------------------------------------------------------- multi-core
@@ -100,7 +100,7 @@ def _peer_programs(api: str) -> tuple[KernelContext, Any, int]:
 
 def core_barrier(
     data: Any, cores: Any, engine: engine = engine.gpsimd, name: str | None = None
-) -> None:
+) -> Any:
     """Both cores of the LNC2 pair wait until each has reached this barrier."""
     loc = capture_location()
     _, programs, rank = _peer_programs("core_barrier")
@@ -108,7 +108,7 @@ def core_barrier(
     k = arrived[rank]
     arrived[rank] += 1
     programs.wait_until(rank, lambda: min(arrived) > k, f"core_barrier #{k}", loc)
-    _issue(
+    return _issue(
         "core_barrier",
         engine,
         name=name,
@@ -131,7 +131,7 @@ def sendrecv(
     pipe_id: int,
     dma_engine: dma_engine = dma_engine.dma,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Send src to the peer core's dst while receiving the peer's src into own dst."""
     loc = capture_location()
     _, programs, rank = _peer_programs("sendrecv")
@@ -183,7 +183,7 @@ def sendrecv(
     programs.wait_until(rank, lambda: theirs["done"], what, loc)
 
 
-def _check_ranks(rank: int, send_to: Any, recv_from: Any) -> None:
+def _check_ranks(rank: int, send_to: Any, recv_from: Any) -> Any:
     for key, r in (("send_to_rank", send_to), ("recv_from_rank", recv_from)):
         if not isinstance(r, int) or isinstance(r, bool) or r not in (0, 1):
             raise ConstraintError(

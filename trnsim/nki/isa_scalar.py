@@ -18,9 +18,9 @@ def activation(
     reduce_cmd: reduce_cmd = reduce_cmd.idle,
     engine: engine = engine.scalar,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = op(data * scale + bias) on the Scalar Engine, optional row sum into its registers."""
-    _issue(
+    return _issue(
         "activation",
         engine,
         name=name,
@@ -44,9 +44,9 @@ def activation_reduce(
     bias: Any = None,
     scale: Any = 1.0,
     name: str | None = None,
-) -> None:
+) -> Any:
     """activation plus the row reduction of its result into reduce_res (P, 1)."""
-    _issue(
+    return _issue(
         "activation_reduce",
         engine.scalar,
         name=name,
@@ -75,9 +75,9 @@ def activate2(
     reduce_res: Any = None,
     reduce_cmd: reduce_cmd = reduce_cmd.idle,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = op((data op0 imm0) op1 imm1) on the Scalar Engine (NC-v4), optional reduction."""
-    _issue(
+    return _issue(
         "activate2",
         engine.scalar,
         name=name,

@@ -29,9 +29,9 @@ def affine_select(
     cmp_op: Any = "equal",
     offset: int = 0,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = cmp_op(iota-style affine value, 0) ? on_true_tile : on_false_value (GpSimd)."""
-    _issue(
+    return _issue(
         "affine_select",
         None,
         name=name,
@@ -58,9 +58,9 @@ def range_select(
     range_start: float = 0,
     on_false_value: float = FP32_MIN,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Keep on_true_tile where range_start + j passes both bound comparisons; max-reduce rows."""
-    _issue(
+    return _issue(
         "range_select",
         None,
         name=name,
@@ -88,9 +88,9 @@ def select_reduce(
     reduce_op: Any = "maximum",
     reverse_pred: bool = False,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = where(predicate, on_true, on_false), with an optional max reduction (Vector)."""
-    _issue(
+    return _issue(
         "select_reduce",
         None,
         name=name,
@@ -105,36 +105,36 @@ def select_reduce(
     )
 
 
-def bn_stats(dst: Any, data: Any, name: str | None = None) -> None:
+def bn_stats(dst: Any, data: Any, name: str | None = None) -> Any:
     """(count, mean, var*count) of even- then odd-indexed elements per partition (6 values)."""
-    _issue("bn_stats", None, name=name, dst=dst, data=data)
+    return _issue("bn_stats", None, name=name, dst=dst, data=data)
 
 
-def bn_aggr(dst: Any, data: Any, name: str | None = None) -> None:
+def bn_aggr(dst: Any, data: Any, name: str | None = None) -> Any:
     """(mean, variance) per partition from bn_stats triples."""
-    _issue("bn_aggr", None, name=name, dst=dst, data=data)
+    return _issue("bn_aggr", None, name=name, dst=dst, data=data)
 
 
-def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: str | None = None) -> None:
+def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: str | None = None) -> Any:
     """Permute partitions within each 32-partition quadrant; mask value 255 keeps dst."""
-    _issue("nc_stream_shuffle", None, name=name, dst=dst, src=src, shuffle_mask=shuffle_mask)
+    return _issue("nc_stream_shuffle", None, name=name, dst=dst, src=src, shuffle_mask=shuffle_mask)
 
 
-def max8(dst: Any, src: Any, name: str | None = None) -> None:
+def max8(dst: Any, src: Any, name: str | None = None) -> Any:
     """The 8 largest values of each partition, descending."""
-    _issue("max8", None, name=name, dst=dst, src=src)
+    return _issue("max8", None, name=name, dst=dst, src=src)
 
 
-def nc_find_index8(dst: Any, data: Any, vals: Any, name: str | None = None) -> None:
+def nc_find_index8(dst: Any, data: Any, vals: Any, name: str | None = None) -> Any:
     """Index of the first occurrence of each of 8 values per partition."""
-    _issue("nc_find_index8", None, name=name, dst=dst, data=data, vals=vals)
+    return _issue("nc_find_index8", None, name=name, dst=dst, data=data, vals=vals)
 
 
 def nc_match_replace8(
     dst: Any, data: Any, vals: Any, imm: float, dst_idx: Any = None, name: str | None = None
-) -> None:
+) -> Any:
     """Replace the first occurrence of each of 8 values per partition with imm."""
-    _issue(
+    return _issue(
         "nc_match_replace8",
         None,
         name=name,

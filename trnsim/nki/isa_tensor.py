@@ -23,9 +23,9 @@ def nc_matmul(
     tile_size: Any = (),
     perf_mode: Any = matmul_perf_mode.none,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst (PSUM) = stationary.T @ moving on the Tensor Engine, accumulating in fp32."""
-    _issue(
+    return _issue(
         "nc_matmul",
         engine.tensor,
         name=name,
@@ -52,9 +52,9 @@ def nc_matmul_mx(
     tile_size: Any = None,
     accumulate: bool | None = None,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst (PSUM) = MXFP8/MXFP4 stationary.T @ moving with E8M0 dequantisation (NC-v4)."""
-    _issue(
+    return _issue(
         "nc_matmul_mx",
         engine.tensor,
         name=name,
@@ -71,11 +71,11 @@ def nc_matmul_mx(
 
 def nc_transpose(
     dst: Any, data: Any, engine: engine = engine.unknown, name: str | None = None
-) -> None:
+) -> Any:
     """2-D partition<->free transpose on the Tensor (<=128x128) or Vector (<=32x32) Engine."""
-    _issue("nc_transpose", engine, name=name, dst=dst, data=data)
+    return _issue("nc_transpose", engine, name=name, dst=dst, data=data)
 
 
-def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: str | None = None) -> None:
+def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: str | None = None) -> Any:
     """Quantize bf16/fp16 src to MXFP8 x4 data and E8M0 scales (Vector Engine, NC-v4)."""
-    _issue("quantize_mx", engine.vector, name=name, dst=dst, src=src, dst_scale=dst_scale)
+    return _issue("quantize_mx", engine.vector, name=name, dst=dst, src=src, dst_scale=dst_scale)

@@ -1,8 +1,9 @@
 """nki.isa wrappers for Vector-engine arithmetic instructions (nki-api.md §7.3): NKI's GA
 signature and docstring, then one `_issue` call. Meanings live in trnsim.semantics.
 
-tensor_copy_dynamic_src/dst were removed from GA in 0.4.0, so they have no wrapper here
-(their semantics stay registered for the Beta-1/Beta-2 front ends).
+tensor_copy_dynamic_src/dst were removed from GA in 0.4.0: calling them raises a
+ConstraintError that names the replacement (their semantics stay registered for the
+Beta-1/Beta-2 front ends).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 from trnsim.errors import ConstraintError
 from trnsim.nki._isa_base import _issue, engine, reduce_cmd
+from trnsim.program import capture_location
 from trnsim.semantics._ops import op_name, reduce_cmd_name
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "scalar_tensor_tensor",
     "set_rng_seed",
     "tensor_copy",
+    "tensor_copy_dynamic_dst",
+    "tensor_copy_dynamic_src",
     "tensor_copy_predicated",
     "tensor_reduce",
     "tensor_scalar",
@@ -60,9 +64,9 @@ def tensor_tensor(
     op: Any,
     engine: engine = engine.unknown,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = data1 <op> data2, element-wise (Vector by default; GpSimd for exact int32)."""
-    _issue("tensor_tensor", engine, name=name, dst=dst, data1=data1, data2=data2, op=_op(op))
+    return _issue("tensor_tensor", engine, name=name, dst=dst, data1=data1, data2=data2, op=_op(op))
 
 
 def tensor_scalar(
@@ -76,9 +80,9 @@ def tensor_scalar(
     reverse1: bool = False,
     engine: engine = engine.unknown,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = (data op0 operand0) op1 operand1 with scalar or (P, 1) operands."""
-    _issue(
+    return _issue(
         "tensor_scalar",
         engine,
         name=name,
@@ -106,9 +110,9 @@ def scalar_tensor_tensor(
     reduce_op: Any = None,
     reduce_res: Any = None,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = (data op0 operand0) op1 operand1 (operand1 a full tile) on the Vector engine."""
-    _issue(
+    return _issue(
         "scalar_tensor_tensor",
         None,
         name=name,
@@ -136,9 +140,9 @@ def tensor_tensor_scan(
     reverse0: bool = False,
     reverse1: bool = False,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Per partition r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial."""
-    _issue(
+    return _issue(
         "tensor_tensor_scan",
         None,
         name=name,
@@ -161,9 +165,9 @@ def tensor_reduce(
     negate: bool = False,
     keepdims: bool = False,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Reduce the trailing free axes `axis` of data with op (Vector engine)."""
-    _issue(
+    return _issue(
         "tensor_reduce",
         None,
         name=name,
@@ -188,9 +192,9 @@ def tensor_scalar_reduce(
     reduce_init: Any = None,
     reduce_res_negate: bool = False,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = data op0 operand0, reduced over the free axes into the Vector accumulators."""
-    _issue(
+    return _issue(
         "tensor_scalar_reduce",
         None,
         name=name,
@@ -216,9 +220,9 @@ def tensor_scalar_cumulative(
     imm1: Any = None,
     reduce_cmd: reduce_cmd = reduce_cmd.reset_reduce,
     name: str | None = None,
-) -> None:
+) -> Any:
     """Per partition running scan reg = op1(op0(src[i], imm0), reg); dst[i] = reg."""
-    _issue(
+    return _issue(
         "tensor_scalar_cumulative",
         None,
         name=name,
@@ -234,16 +238,16 @@ def tensor_scalar_cumulative(
 
 def tensor_copy(
     dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None
-) -> None:
+) -> Any:
     """Copy src to dst within SBUF/PSUM (bit-exact on Vector/GpSimd when dtypes match)."""
-    _issue("tensor_copy", engine, name=name, dst=dst, src=src)
+    return _issue("tensor_copy", engine, name=name, dst=dst, src=src)
 
 
 def tensor_copy_predicated(
     dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: str | None = None
-) -> None:
+) -> Any:
     """dst[i] = src[i] where predicate[i] is non-zero (zero with reverse_pred)."""
-    _issue(
+    return _issue(
         "tensor_copy_predicated",
         None,
         name=name,
@@ -254,21 +258,21 @@ def tensor_copy_predicated(
     )
 
 
-def reciprocal(dst: Any, data: Any, name: str | None = None) -> None:
+def reciprocal(dst: Any, data: Any, name: str | None = None) -> Any:
     """dst = 1 / data in fp32 on the Vector engine."""
-    _issue("reciprocal", None, name=name, dst=dst, data=data)
+    return _issue("reciprocal", None, name=name, dst=dst, data=data)
 
 
-def memset(dst: Any, value: Any, engine: engine = engine.unknown, name: str | None = None) -> None:
+def memset(dst: Any, value: Any, engine: engine = engine.unknown, name: str | None = None) -> Any:
     """Fill dst with a compile-time constant."""
-    _issue("memset", engine, name=name, dst=dst, value=value)
+    return _issue("memset", engine, name=name, dst=dst, value=value)
 
 
 def iota(
     dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, name: str | None = None
-) -> None:
+) -> Any:
     """dst = offset + p * channel_multiplier + affine pattern of the free indices (GpSimd)."""
-    _issue(
+    return _issue(
         "iota",
         None,
         name=name,
@@ -287,9 +291,9 @@ def exponential(
     reduce_cmd: reduce_cmd = reduce_cmd.idle,
     reduce_init: Any = 0.0,
     name: str | None = None,
-) -> None:
+) -> Any:
     """dst = exp(src - max_value) on the Vector engine (NC-v4), optional running sum."""
-    _issue(
+    return _issue(
         "exponential",
         None,
         name=name,
@@ -302,31 +306,53 @@ def exponential(
     )
 
 
-def dropout(dst: Any, data: Any, prob: Any, name: str | None = None) -> None:
+def dropout(dst: Any, data: Any, prob: Any, name: str | None = None) -> Any:
     """Zero each element of data with probability prob (no rescaling)."""
-    _issue("dropout", None, name=name, dst=dst, data=data, prob=prob)
+    return _issue("dropout", None, name=name, dst=dst, data=data, prob=prob)
 
 
-def rng(dst: Any, engine: engine = engine.vector, name: str | None = None) -> None:
+def rng(dst: Any, engine: engine = engine.vector, name: str | None = None) -> Any:
     """32 random bits per element into an integer dst."""
-    _issue("rng", engine, name=name, dst=dst)
+    return _issue("rng", engine, name=name, dst=dst)
 
 
-def set_rng_seed(src_seeds: Any, name: str | None = None) -> None:
+def set_rng_seed(src_seeds: Any, name: str | None = None) -> Any:
     """Seed the Vector engine PRNG from a [1, 1] 32-bit tensor."""
-    _issue("set_rng_seed", None, name=name, src_seeds=src_seeds)
+    return _issue("set_rng_seed", None, name=name, src_seeds=src_seeds)
 
 
-def rand2(dst: Any, min: Any, max: Any, name: str | None = None) -> None:
+def rand2(dst: Any, min: Any, max: Any, name: str | None = None) -> Any:
     """Uniform random values in [min, max] (NC-v4, Vector engine)."""
-    _issue("rand2", None, name=name, dst=dst, min=min, max=max)
+    return _issue("rand2", None, name=name, dst=dst, min=min, max=max)
 
 
-def rand_set_state(src_seeds: Any, engine: engine = engine.gpsimd, name: str | None = None) -> None:
+def rand_set_state(src_seeds: Any, engine: engine = engine.gpsimd, name: str | None = None) -> Any:
     """Load the engine's XORWOW PRNG states from a uint32 tensor (NC-v3+)."""
-    _issue("rand_set_state", engine, name=name, src_seeds=src_seeds)
+    return _issue("rand_set_state", engine, name=name, src_seeds=src_seeds)
 
 
-def rand_get_state(dst: Any, engine: engine = engine.gpsimd, name: str | None = None) -> None:
+def rand_get_state(dst: Any, engine: engine = engine.gpsimd, name: str | None = None) -> Any:
     """Store the engine's XORWOW PRNG states into a uint32 tensor (NC-v3+)."""
-    _issue("rand_get_state", engine, name=name, dst=dst)
+    return _issue("rand_get_state", engine, name=name, dst=dst)
+
+
+def _removed(api: str, which: str) -> Any:
+    raise ConstraintError(
+        f"nisa.{api} was removed in NKI 0.4.0 (deprecated in 0.3.0); use nisa.tensor_copy "
+        f"with a dynamic {which} view, e.g. {which}.ap(..., scalar_offset=offset_tensor)",
+        capture_location(),
+    )
+
+
+def tensor_copy_dynamic_src(
+    dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None
+) -> Any:
+    """Removed in NKI 0.4.0: raises, naming nisa.tensor_copy with src.ap(scalar_offset=...)."""
+    _removed("tensor_copy_dynamic_src", "src")
+
+
+def tensor_copy_dynamic_dst(
+    dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None
+) -> Any:
+    """Removed in NKI 0.4.0: raises, naming nisa.tensor_copy with dst.ap(scalar_offset=...)."""
+    _removed("tensor_copy_dynamic_dst", "dst")

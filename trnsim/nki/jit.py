@@ -16,8 +16,8 @@ from trnsim.program import capture_location
 class Kernel:
     """A kernel function plus its launch configuration (`kernel[lnc]` / `kernel[d0, d1]`)."""
 
-    def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (), options: dict | None = None,
-                 generation: str = "ga"):
+    def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (),
+                 options: dict | None = None, generation: str = "ga"):
         self.fn = fn
         self.grid = grid
         self.options = dict(options or {})
@@ -26,22 +26,36 @@ class Kernel:
 
     def __getitem__(self, grid: Any) -> Kernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
-        if self.generation == "ga":
-            if len(grid) != 1 or not isinstance(grid[0], int) or grid[0] < 1:
-                raise ConstraintError(f"kernel[{', '.join(map(str, grid))}]: the launch takes one "
-                                      "logical NeuronCore count (kernel[1] or kernel[2])",
-                                      capture_location())
+        if self.generation == "ga" and (len(grid) != 1 or not isinstance(grid[0], int)
+                                        or grid[0] < 1):
+            raise ConstraintError(f"kernel[{', '.join(map(str, grid))}]: the launch takes one "
+                                  "logical NeuronCore count (kernel[1] or kernel[2])",
+                                  capture_location())
         return type(self)(self.fn, grid, self.options, self.generation)
 
     @property
     def lnc(self) -> int:
         return int(self.grid[0]) if self.generation == "ga" and self.grid else 1
 
+    def with_schedule(self, edges: Any) -> Kernel:
+        """Scheduling edges between named instructions: [(consumer, producer_or_list), ...].
+
+        Each instruction issued with name=consumer waits for the latest earlier instruction
+        issued with each producer name (same core). Values are unaffected; timing honours them.
+        """
+        k = type(self)(self.fn, self.grid, self.options, self.generation)
+        k.schedule = [*getattr(self, "schedule", []), *_normalize_edges(edges)]
+        return k
+
     def launch(self, args: tuple, kwargs: dict, **run_options: Any) -> Any:
         opts = {**self.options, **run_options}
         if self.generation == "ga":
-            return run_kernel(self.fn, args, kwargs, lnc=self.lnc, generation="ga", **opts)
-        return run_kernel(self.fn, args, kwargs, grid=self.grid, generation=self.generation, **opts)
+            run = run_kernel(self.fn, args, kwargs, lnc=self.lnc, generation="ga", **opts)
+        else:
+            run = run_kernel(self.fn, args, kwargs, grid=self.grid, generation=self.generation,
+                             **opts)
+        _apply_schedule(run.program, getattr(self, "schedule", []))
+        return run
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if maybe_current() is not None:
@@ -51,6 +65,32 @@ class Kernel:
                 not kwargs:
             return self.launch(args, kwargs).outputs
         return self.launch(args, kwargs).outputs
+
+
+def _normalize_edges(edges: Any) -> list[tuple[str, tuple[str, ...]]]:
+    out = []
+    for edge in edges:
+        if not isinstance(edge, (tuple, list)) or len(edge) != 2:
+            raise ConstraintError(f"with_schedule: each edge is (consumer, producer or list of "
+                                  f"producers), got {edge!r}", capture_location())
+        consumer, producers = edge
+        prods = (producers,) if isinstance(producers, str) else tuple(producers)
+        out.append((str(consumer), tuple(str(p) for p in prods)))
+    return out
+
+
+def _apply_schedule(program: list, edges: list[tuple[str, tuple[str, ...]]]) -> None:
+    if not edges:
+        return
+    last: dict[tuple[int, str], int] = {}
+    wanted = {c: p for c, p in edges}
+    for ins in program:
+        if ins.name in wanted:
+            extra = [last[(ins.core, p)] for p in wanted[ins.name] if (ins.core, p) in last]
+            if extra:
+                ins.deps = tuple(sorted({*ins.deps, *extra}))
+        if ins.name:
+            last[(ins.core, ins.name)] = ins.index
 
 
 def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -1,4 +1,5 @@
-"""nki.language convenience wrappers (GA, "experimental"): each returns a new tile.
+"""nki.language convenience wrappers (GA, "experimental"), element-wise part: each returns a
+new tile. Data movement lives in lang_data, reductions and composites in lang_reduce.
 
 Every wrapper allocates its result (SBUF; PSUM for Tensor Engine results) and issues the
 nki.isa instruction(s) the NKI docs name (nki-api.md §6), so the program record and the
@@ -12,7 +13,6 @@ needs nl.broadcast_to.
 
 from __future__ import annotations
 
-import builtins
 import functools
 import math
 from collections.abc import Callable
@@ -30,27 +30,20 @@ __all__ = [
     "abs_max",
     "abs_min",
     "add",
-    "all",
     "arctan",
-    "average",
     "bitwise_and",
     "bitwise_or",
     "bitwise_xor",
-    "broadcast_to",
     "bypass",
     "ceil",
-    "copy",
     "cos",
     "divide",
-    "dropout",
     "equal",
     "erf",
     "erf_dx",
     "exp",
-    "expand_dims",
     "floor",
     "fmod",
-    "gather_flattened",
     "gelu",
     "gelu_apprx_sigmoid",
     "gelu_apprx_sigmoid_dx",
@@ -62,18 +55,12 @@ __all__ = [
     "left_shift",
     "less",
     "less_equal",
-    "load",
-    "load_transpose2d",
     "log",
     "logical_and",
     "logical_not",
     "logical_or",
     "logical_xor",
-    "matmul",
-    "max",
     "maximum",
-    "mean",
-    "min",
     "minimum",
     "mish",
     "mod",
@@ -82,30 +69,22 @@ __all__ = [
     "not_equal",
     "power",
     "prelu",
-    "prod",
     "reciprocal",
     "relu",
     "right_shift",
-    "rms_norm",
     "rsqrt",
     "sigmoid",
     "sign",
     "silu",
     "silu_dx",
     "sin",
-    "softmax",
     "softplus",
     "sqrt",
     "square",
-    "store",
     "subtract",
-    "sum",
     "tan",
     "tanh",
-    "transpose",
     "trunc",
-    "var",
-    "where",
 ]
 
 _PI = math.pi
@@ -340,6 +319,8 @@ def prelu(x: Any, alpha: float = 0.01, dtype: Any = None) -> NkiTensor:
 @_api
 def bypass(x: Any, dtype: Any = None) -> NkiTensor:
     """Identity (the activate2 pass-through stage constant); as a function, a copy."""
+    from trnsim.nki.lang_data import copy
+
     return copy(x, dtype)
 
 
@@ -434,417 +415,3 @@ def floor(x: Any, dtype: Any = None) -> NkiTensor:
 def ceil(x: Any, dtype: Any = None) -> NkiTensor:
     """Round toward +inf (composite)."""
     return _round(x, dtype, "ceil")
-
-
-# ---------------------------------------------------------------- data movement
-@_api
-def load(src: Any, dtype: Any = None) -> NkiTensor:
-    """HBM -> a new SBUF tile shaped like src (one dma_copy)."""
-    if not isinstance(src, NkiTensor) or src.buffer.on_chip:
-        where = src.buffer.space if isinstance(src, NkiTensor) else type(src).__name__
-        raise ConstraintError(f"nl.load: src must be an HBM tensor, got {where}")
-    out = _new(src.shape, dtype or src.dtype, "load")
-    _isa().dma_copy(dst=out, src=src)
-    return out
-
-
-@_api
-def store(dst: Any, value: Any) -> None:
-    """An SBUF tile -> HBM (one dma_copy); PSUM values must be copied to SBUF first (GA)."""
-    if not isinstance(dst, NkiTensor) or dst.buffer.on_chip:
-        where = dst.buffer.space if isinstance(dst, NkiTensor) else type(dst).__name__
-        raise ConstraintError(f"nl.store: dst must be an HBM tensor, got {where}")
-    value = _tile(value, "store", "value")
-    if value.buffer.space == "psum":
-        raise ConstraintError(
-            "nl.store: value is in psum; the DMA cannot read PSUM (copy it to "
-            "SBUF first, e.g. nl.copy or nisa.tensor_copy)"
-        )
-    _isa().dma_copy(dst=dst, src=value)
-
-
-@_api
-def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
-    """HBM [a, b] -> SBUF [b, a]: a DMA with a transposing (element-strided) access pattern."""
-    if not isinstance(src, NkiTensor) or src.buffer.on_chip or src.ndim != 2:
-        raise ConstraintError("nl.load_transpose2d: src must be a 2-D HBM tensor")
-    out = _new((src.shape[1], src.shape[0]), dtype or src.dtype, "load_transpose2d")
-    _isa().dma_copy(dst=out, src=src.permute((1, 0)))
-    return out
-
-
-@_api
-def copy(x: Any, dtype: Any = None) -> NkiTensor:
-    """A copy of the tile in the same buffer (VectorE tensor_copy: bit-exact for equal dtypes)."""
-    x = _tile(x, "copy")
-    out = _new(x.shape, dtype or x.dtype, "copy", x.buffer)
-    _isa().tensor_copy(dst=out, src=x)
-    return out
-
-
-@_api
-def broadcast_to(x: Any, shape: Any, dtype: Any = None) -> NkiTensor:
-    """numpy broadcast of size-1 dims (same rank): free dims via a stride-0 view + VectorE
-    copy, the partition dim via a DMA that repeats the source partition."""
-    x = _tile(x, "broadcast_to")
-    shape = tuple(int(s) for s in shape)
-    if len(shape) != x.ndim:
-        raise ConstraintError(
-            f"nl.broadcast_to: shape {list(shape)} must have the rank of x {list(x.shape)}"
-        )
-    if shape == tuple(x.shape):
-        return x if dtype is None or as_dtype(dtype) == x.dtype else copy(x, dtype)
-    view = x
-    for d, (have, want) in enumerate(zip(x.shape, shape, strict=True)):
-        if have == want:
-            continue
-        if have != 1:
-            raise ConstraintError(
-                f"nl.broadcast_to: dimension {d} has size {have}; only size-1 "
-                f"dimensions broadcast (to {want})"
-            )
-        if d == 0:
-            view = type(view)(view.buffer, _partition_broadcast(view.layout, want))
-        else:
-            view = view.broadcast(d, want)
-    out = _new(shape, dtype or x.dtype, "broadcast_to")
-    if shape[0] != x.shape[0]:
-        _isa().dma_copy(dst=out, src=view)
-    else:
-        _isa().tensor_copy(dst=out, src=view)
-    return out
-
-
-def _partition_broadcast(lay: Any, n: int) -> Any:
-    from trnsim.memory import Layout
-
-    return Layout(lay.dtype, lay.offset, (n, *lay.shape[1:]), (0, *lay.strides[1:]))
-
-
-@_api
-def expand_dims(x: Any, axis: int) -> NkiTensor:
-    """A view of x with a size-1 axis inserted at `axis` (no data movement)."""
-    if not isinstance(x, NkiTensor):
-        raise ConstraintError(f"nl.expand_dims: x must be a tensor, got {type(x).__name__}")
-    return x.expand_dim(axis)
-
-
-@_api
-def transpose(x: Any, dtype: Any = None) -> NkiTensor:
-    """2-D partition <-> free swap: TensorE into PSUM, or VectorE (SBUF) up to 32 x 32."""
-    x = _tile(x, "transpose")
-    if x.ndim != 2:
-        raise ConstraintError(f"nl.transpose: x must be 2-D, got shape {list(x.shape)}")
-    nl = _nl()
-    small = x.shape[0] <= 32 and x.shape[1] <= 32
-    out = _new((x.shape[1], x.shape[0]), x.dtype, "transpose", nl.sbuf if small else nl.psum)
-    engine = _isa().engine.vector if small else _isa().engine.tensor
-    _isa().nc_transpose(dst=out, data=x, engine=engine)
-    if dtype is not None and as_dtype(dtype) != x.dtype:
-        return copy(out, dtype)
-    return out
-
-
-@_api
-def matmul(x: Any, y: Any, transpose_x: bool = False) -> NkiTensor:
-    """x @ y (or x.T @ y with transpose_x=True, x given as [K, M]) on the Tensor Engine;
-    the fp32 result lands in PSUM. Without transpose_x, x is transposed first."""
-    x = _tile(x, "matmul", "x")
-    y = _tile(y, "matmul", "y")
-    nl = _nl()
-    if not transpose_x:
-        xt = transpose(x)
-        if xt.buffer.space == "psum":
-            xt = copy_to_sbuf(xt)
-        x = xt
-    if x.shape[0] != y.shape[0]:
-        raise ConstraintError(
-            f"nl.matmul: contraction sizes differ: x has {x.shape[0]} rows "
-            f"on the partition axis (after transpose_x={transpose_x}), y has "
-            f"{y.shape[0]}"
-        )
-    out = _new((x.shape[1], *y.shape[1:]), _dt.float32, "matmul", nl.psum)
-    _isa().nc_matmul(dst=out, stationary=x, moving=y)
-    return out
-
-
-def copy_to_sbuf(t: NkiTensor) -> NkiTensor:
-    out = _new(t.shape, t.dtype, "copy")
-    _isa().tensor_copy(dst=out, src=t)
-    return out
-
-
-@_api
-def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None) -> NkiTensor:
-    """Per partition, out = data_row.flatten()[indices_row] (GpSimd nc_n_gather)."""
-    data = _tile(data, "gather_flattened", "data")
-    indices = _tile(indices, "gather_flattened", "indices")
-    out = _new(indices.shape, dtype or data.dtype, "gather_flattened")
-    _isa().nc_n_gather(dst=out, data=data, indices=indices)
-    return out
-
-
-@_api
-def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
-    """x where condition (1.0 / 0.0 tile) is non-zero, else y (VectorE predicated copy)."""
-    condition = _tile(condition, "where", "condition")
-    ref = x if isinstance(x, NkiTensor) else y
-    if not isinstance(ref, NkiTensor):
-        raise ConstraintError("nl.where: x or y must be a tile")
-    nisa = _isa()
-    out = _new(condition.shape, dtype or ref.dtype, "where")
-    if isinstance(y, NkiTensor):
-        nisa.tensor_copy(dst=out, src=_tile(y, "where", "y"))
-    else:
-        nisa.memset(dst=out, value=_scalar_value(y))
-    src = x
-    if isinstance(x, NkiTensor) and x.dtype != out.dtype:
-        src = _new(x.shape, out.dtype, "where")
-        nisa.tensor_copy(dst=src, src=x)
-    pred = condition
-    if condition.dtype.name not in ("uint8", "uint16", "uint32"):
-        pred = _new(condition.shape, _dt.uint8, "where")
-        nisa.tensor_scalar(dst=pred, data=condition, op0=not_equal, operand0=0.0)
-    nisa.tensor_copy_predicated(dst=out, src=src, predicate=pred)
-    return out
-
-
-@_api
-def dropout(x: Any, rate: Any, dtype: Any = None) -> NkiTensor:
-    """Zero each element with probability `rate` (VectorE nisa.dropout)."""
-    x = _tile(x, "dropout")
-    out = _new(x.shape, dtype or x.dtype, "dropout")
-    _isa().dropout(dst=out, data=x, prob=rate)
-    return out
-
-
-# ---------------------------------------------------------------- reductions
-def _axes(x: NkiTensor, axis: Any, fn: str) -> tuple[int, ...]:
-    if axis is None:
-        raise ConstraintError(f"nl.{fn}: axis is required (free axes of the tile)")
-    raw = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    axes = tuple(sorted(int(a) % x.ndim if int(a) < 0 else int(a) for a in raw))
-    if 0 in axes or builtins.any(a >= x.ndim for a in axes):
-        raise ConstraintError(
-            f"nl.{fn}: axis {axis} must name free axes 1..{x.ndim - 1} of a "
-            f"{x.ndim}-D tile (axis 0 is the partition axis)"
-        )
-    if axes != tuple(range(x.ndim - len(axes), x.ndim)):
-        raise ConstraintError(
-            f"nl.{fn}: axis {axis} must be the last contiguous axes of the tile ([1], [1, 2], ...)"
-        )
-    return axes
-
-
-def _reduced_shape(x: NkiTensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
-    if keepdims:
-        return tuple(1 if d in axes else n for d, n in enumerate(x.shape))
-    return tuple(n for d, n in enumerate(x.shape) if d not in axes)
-
-
-def _reduce(
-    fn: str, op: Any, x: Any, axis: Any, dtype: Any, keepdims: bool, negate: bool = False
-) -> NkiTensor:
-    x = _tile(x, fn)
-    axes = _axes(x, axis, fn)
-    out = _new(_reduced_shape(x, axes, keepdims), dtype or x.dtype, fn)
-    _isa().tensor_reduce(dst=out, op=op, data=x, axis=axes, negate=negate, keepdims=keepdims)
-    return out
-
-
-@_api
-def sum(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Sum over trailing free axes (VectorE tensor_reduce)."""
-    return _reduce("sum", add, x, axis, dtype, keepdims)
-
-
-@_api
-def max(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Maximum over trailing free axes."""
-    return _reduce("max", maximum, x, axis, dtype, keepdims)
-
-
-@_api
-def min(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Minimum over trailing free axes."""
-    return _reduce("min", minimum, x, axis, dtype, keepdims)
-
-
-@_api
-def prod(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Product over trailing free axes."""
-    return _reduce("prod", multiply, x, axis, dtype, keepdims)
-
-
-@_api
-def all(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Logical AND over trailing free axes (1 if every element is non-zero)."""
-    return _reduce("all", logical_and, x, axis, dtype, keepdims)
-
-
-@_api
-def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Mean over trailing free axes: an fp32 sum, then a scale by 1/n."""
-    x = _tile(x, "mean")
-    axes = _axes(x, axis, "mean")
-    n = int(np.prod([x.shape[a] for a in axes]))
-    total = _reduce("mean", add, x, axes, _dt.float32, keepdims)
-    out = _new(total.shape, dtype or x.dtype, "mean")
-    _isa().tensor_scalar(dst=out, data=total, op0=multiply, operand0=1.0 / n)
-    return out
-
-
-@_api
-def average(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Mean (also the `average` reduce-op constant of nisa.tensor_partition_reduce)."""
-    return mean(x, axis, dtype, keepdims)
-
-
-@_api
-def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
-    """Population variance over trailing free axes (result keeps the reduced axes).
-
-    Over all free axes of a tile this is bn_stats (chunks of bn_stats_fmax) + bn_aggr;
-    otherwise mean(x*x) - mean(x)**2 from VectorE reductions.
-    """
-    x = _tile(x, "var")
-    axes = _axes(x, axis, "var")
-    nisa = _isa()
-    shape = _reduced_shape(x, axes, True)
-    out = _new(shape, dtype or x.dtype, "var")
-    flat = _flat2d(x) if len(axes) == x.ndim - 1 else None
-    if flat is not None and flat.ndim == 2:
-        p, f = flat.shape
-        fmax = _nl().tile_size.bn_stats_fmax
-        chunks = -(-f // fmax)
-        stats = _new((p, 6 * chunks), _dt.float32, "var")
-        for c in range(chunks):
-            nisa.bn_stats(
-                dst=stats[:, 6 * c : 6 * c + 6],
-                data=flat[:, c * fmax : builtins.min(f, (c + 1) * fmax)],
-            )
-        agg = _new((p, 2), _dt.float32, "var")
-        nisa.bn_aggr(dst=agg, data=stats)
-        nisa.tensor_copy(dst=out.reshape((p, 1)), src=agg[:, 1:2])
-        return out
-    n = float(np.prod([x.shape[a] for a in axes]))
-    sq = _new(x.shape, _dt.float32, "var")
-    nisa.tensor_tensor(dst=sq, data1=x, data2=x, op=multiply)
-    s1 = _reduce("var", add, x, axes, _dt.float32, True)
-    s2 = _reduce("var", add, sq, axes, _dt.float32, True)
-    m2 = _new(shape, _dt.float32, "var")
-    nisa.tensor_tensor(dst=m2, data1=s1, data2=s1, op=multiply)  # sum^2
-    # var = s2/n - (s1/n)^2 = (s2 - sum^2/n) / n
-    nisa.scalar_tensor_tensor(
-        dst=m2, data=m2, op0=multiply, operand0=-1.0 / n, op1=add, operand1=s2
-    )
-    nisa.tensor_scalar(dst=out, data=m2, op0=multiply, operand0=1.0 / n)
-    return out
-
-
-# ---------------------------------------------------------------- composites
-@_api
-def softmax(x: Any, axis: Any = -1, dtype: Any = None) -> NkiTensor:
-    """exp(x - max) / sum(exp(x - max)) over trailing free axes.
-
-    Lowering: tensor_reduce(max, negate) -> activation(exp, bias=-max, accumulate the sum)
-    -> reciprocal -> tensor_scalar multiply (per-partition scale).
-    """
-    x = _tile(x, "softmax")
-    axes = _axes(x, axis, "softmax")
-    nisa = _isa()
-    if len(axes) == x.ndim - 1:
-        x2 = _flat2d(x)
-        p = x.shape[0]
-        neg_max = _new((p, 1), _dt.float32, "softmax")
-        nisa.tensor_reduce(dst=neg_max, op=maximum, data=x2, axis=(1,), negate=True, keepdims=True)
-        e = _new(x2.shape, _dt.float32, "softmax")
-        total = _new((p, 1), _dt.float32, "softmax")
-        nisa.activation(
-            dst=e,
-            op=exp,
-            data=x2,
-            bias=neg_max,
-            reduce_op=add,
-            reduce_res=total,
-            reduce_cmd=nisa.reduce_cmd.reset_reduce,
-        )
-        inv = _new((p, 1), _dt.float32, "softmax")
-        nisa.reciprocal(dst=inv, data=total)
-        out = _new(x.shape, dtype or x.dtype, "softmax")
-        nisa.tensor_scalar(dst=_flat2d(out), data=e, op0=multiply, operand0=inv)
-        return out
-    kshape = _reduced_shape(x, axes, True)
-    neg_max = _reduce("softmax", maximum, x, axes, _dt.float32, True, negate=True)
-    shifted = _new(x.shape, _dt.float32, "softmax")
-    nisa.tensor_tensor(dst=shifted, data1=x, data2=_expand(neg_max, x.shape), op=add)
-    e = _new(x.shape, _dt.float32, "softmax")
-    nisa.activation(dst=e, op=exp, data=shifted)
-    total = _reduce("softmax", add, e, axes, _dt.float32, True)
-    inv = _new(kshape, _dt.float32, "softmax")
-    nisa.reciprocal(dst=inv, data=total)
-    out = _new(x.shape, dtype or x.dtype, "softmax")
-    nisa.tensor_tensor(dst=out, data1=e, data2=_expand(inv, x.shape), op=multiply)
-    return out
-
-
-def _expand(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
-    for d, (have, want) in enumerate(zip(t.shape, shape, strict=True)):
-        if have != want:
-            t = t.broadcast(d, want)
-    return t
-
-
-@_api
-def rms_norm(
-    x: Any,
-    w: Any,
-    axis: Any,
-    n: int,
-    epsilon: float = 1e-6,
-    dtype: Any = None,
-    compute_dtype: Any = None,
-) -> NkiTensor:
-    """x / sqrt(sum(x**2) / n + epsilon) * w over trailing free axes.
-
-    Lowering: activation(square, accumulate the row sum) -> tensor_scalar(* 1/n, + eps)
-    -> activation(rsqrt) -> scalar_tensor_tensor(x * r * w).
-    """
-    x = _tile(x, "rms_norm")
-    w = _tile(w, "rms_norm", "w")
-    axes = _axes(x, axis, "rms_norm")
-    if len(axes) != x.ndim - 1:
-        raise ConstraintError(f"nl.rms_norm: axis {axis} must cover every free axis of the tile")
-    nisa = _isa()
-    x2 = _flat2d(x)
-    p = x.shape[0]
-    sq = _new(x2.shape, compute_dtype or _dt.float32, "rms_norm")
-    ss = _new((p, 1), _dt.float32, "rms_norm")
-    nisa.activation(
-        dst=sq,
-        op=square,
-        data=x2,
-        reduce_op=add,
-        reduce_res=ss,
-        reduce_cmd=nisa.reduce_cmd.reset_reduce,
-    )
-    nisa.tensor_scalar(
-        dst=ss, data=ss, op0=multiply, operand0=1.0 / float(n), op1=add, operand1=float(epsilon)
-    )
-    r = _new((p, 1), _dt.float32, "rms_norm")
-    nisa.activation(dst=r, op=rsqrt, data=ss)
-    out = _new(x.shape, dtype or x.dtype, "rms_norm")
-    if tuple(w.shape) == tuple(x.shape):
-        nisa.scalar_tensor_tensor(
-            dst=_flat2d(out), data=x2, op0=multiply, operand0=r, op1=multiply, operand1=_flat2d(w)
-        )
-    elif _col(w) and w.shape[0] == p:
-        nisa.tensor_scalar(
-            dst=_flat2d(out), data=x2, op0=multiply, operand0=r, op1=multiply, operand1=w
-        )
-    else:
-        raise ConstraintError(
-            f"nl.rms_norm: w has shape {list(w.shape)}; it must match x "
-            f"{list(x.shape)} (or be a (P, 1) per-partition weight)"
-        )
-    return out

@@ -1,27 +1,47 @@
-"""nki.language (current API): dtypes, buffers, tensor creation, loops, program identity.
+"""nki.language (current API): dtypes, loops, device_print, program identity, tile_size.
 
-The convenience wrappers (nl.add, nl.matmul, nl.softmax, ...) live in trnsim.nki.lang_ops,
-the 0.7 tile/block grids in trnsim.nki.grids; both are re-exported here. Every function that
-initialises memory lowers to nki.isa instructions, so the program record shows real work.
+Re-exported here: buffers and tensor creation (trnsim.nki.creation), the convenience wrappers
+nl.add, nl.matmul, nl.softmax, ... (trnsim.nki.lang_ops, lang_data, lang_reduce), the 0.7
+tile/block grids (trnsim.nki.grids) and the device loops (trnsim.nki.loops).
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-import enum
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from trnsim import dtypes as _dt
-from trnsim.errors import ConstraintError, KernelError
-from trnsim.memory import Buffer as _Buffer
+from trnsim.errors import ConstraintError
 from trnsim.nki.context import current, maybe_current
-from trnsim.nki.tensor import DynSlice, NkiTensor, as_dtype, index_values
+from trnsim.nki.creation import (  # noqa: F401
+    MemoryRegion,
+    _allocate_hbm,
+    _region,
+    empty_like,
+    full,
+    hbm,
+    is_hbm,
+    is_on_chip,
+    is_psum,
+    is_sbuf,
+    ndarray,
+    ones,
+    private_hbm,
+    psum,
+    rand,
+    random_seed,
+    sbuf,
+    shared_constant,
+    shared_hbm,
+    shared_identity_matrix,
+    zeros,
+    zeros_like,
+)
+from trnsim.nki.tensor import DynSlice, NkiTensor, index_values, is_register
 from trnsim.program import capture_location
 
 # ---------------------------------------------------------------- dtypes
@@ -48,81 +68,6 @@ for _name in (
         globals()[_name] = _dt.ALL[_name]
 
 
-# ---------------------------------------------------------------- buffers
-_KIND_REGION = {
-    "sbuf": "sbuf",
-    "psum": "psum",
-    "shared_hbm": "shared_hbm",
-    "private_hbm": "private_hbm",
-    "hbm": "private_hbm",
-}
-
-
-class MemoryRegion(enum.Enum):
-    """Where a tensor lives (nl.sbuf, nl.psum, nl.private_hbm, nl.shared_hbm; nl.hbm alias).
-
-    Compares equal to a tensor's `buffer` when that buffer is of this kind.
-    """
-
-    sbuf = "sbuf"
-    psum = "psum"
-    private_hbm = "private_hbm"
-    shared_hbm = "shared_hbm"
-
-    def __repr__(self) -> str:
-        return f"nl.{self.value}"
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, MemoryRegion):
-            return self is other
-        if isinstance(other, _Buffer):
-            return _KIND_REGION.get(other.kind) == self.value
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-
-sbuf = MemoryRegion.sbuf
-psum = MemoryRegion.psum
-private_hbm = MemoryRegion.private_hbm
-shared_hbm = MemoryRegion.shared_hbm
-hbm = MemoryRegion.private_hbm
-
-
-def _region(buffer: Any) -> MemoryRegion:
-    if isinstance(buffer, MemoryRegion):
-        return buffer
-    if isinstance(buffer, _Buffer):  # a tensor's .buffer
-        return MemoryRegion(_KIND_REGION[buffer.kind])
-    kind = getattr(buffer, "memory_region", None)  # B1 allocator objects map onto regions
-    if isinstance(kind, MemoryRegion):
-        return kind
-    hint = " (strings are not buffers)" if isinstance(buffer, str) else ""
-    raise ConstraintError(
-        f"buffer={buffer!r} is not a buffer{hint}; use nl.sbuf, nl.psum, "
-        "nl.hbm, nl.private_hbm or nl.shared_hbm",
-        capture_location(),
-    )
-
-
-def is_hbm(buffer: Any) -> bool:
-    """True for nl.hbm / nl.private_hbm / nl.shared_hbm (or an HBM tensor's buffer)."""
-    return _region(buffer) in (private_hbm, shared_hbm)
-
-
-def is_sbuf(buffer: Any) -> bool:
-    return _region(buffer) is sbuf
-
-
-def is_psum(buffer: Any) -> bool:
-    return _region(buffer) is psum
-
-
-def is_on_chip(buffer: Any) -> bool:
-    return _region(buffer) in (sbuf, psum)
-
-
 class NKIObject:
     """Base class for user classes passed to or built in kernels (dataclass-like, == by value)."""
 
@@ -132,303 +77,6 @@ class NKIObject:
         return vars(self) == vars(other)
 
     __hash__ = object.__hash__
-
-
-# ---------------------------------------------------------------- tensor creation
-def _with_loc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Attach the user's line to KernelErrors raised while creating a tensor."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KernelError as e:
-            raise e.with_loc(capture_location()) from None
-
-    return wrapper
-
-
-@_with_loc
-def ndarray(
-    shape: Any,
-    dtype: Any,
-    buffer: Any = sbuf,
-    name: str = "",
-    address: tuple[int, int] | None = None,
-) -> NkiTensor:
-    """A new tensor; contents undefined (the simulator fills NaN / 4 to expose such reads).
-
-    address=(partition_offset, free_offset) places an on-chip tensor by hand: the free offset
-    counts elements; PSUM tensors must start on a 2 KiB bank; the partition offset obeys the
-    start-partition (quadrant) rule.
-    """
-    ctx = current("nl.ndarray")
-    region = _region(buffer)
-    dtype = as_dtype(dtype)
-    shape = _shape_tuple(shape)
-    if any(s < 1 for s in shape):
-        raise ConstraintError(f"nl.ndarray: shape {list(shape)} has a dimension < 1")
-    if region in (sbuf, psum):
-        if address is not None:
-            address = _check_address(ctx, region, shape, dtype, address)
-        view = ctx.core.allocate(region.value, shape, dtype, name, address)
-    else:
-        if address is not None:
-            raise ConstraintError(
-                f"nl.ndarray: address= places on-chip tensors only; "
-                f"{region!r} tensors are placed by the runtime"
-            )
-        view = _allocate_hbm(ctx, region, shape, dtype, name)
-    return NkiTensor(view.buffer, view.layout)
-
-
-def _check_address(
-    ctx: Any, region: MemoryRegion, shape: tuple[int, ...], dtype: _dt.DType, address: Any
-) -> tuple[int, int]:
-    try:
-        p0, f0 = (int(a) for a in address)
-    except (TypeError, ValueError) as e:
-        raise ConstraintError(
-            f"nl.ndarray: address={address!r} must be (partition_offset, free_offset)"
-        ) from e
-    n = shape[0]
-    allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
-    if p0 not in allowed:
-        raise ConstraintError(
-            f"nl.ndarray: address partition offset {p0} for a tensor of {n} partitions; "
-            f"it must be {' or '.join(map(str, allowed))} (start-partition quadrant rule)"
-        )
-    if region is psum:
-        bank = ctx.chip.tile_size.get("psum_bank_fmax_bytes", 2048)
-        if (f0 * dtype.itemsize) % bank:
-            raise ConstraintError(
-                f"nl.ndarray: PSUM address free offset {f0} ({f0 * dtype.itemsize} bytes) is not "
-                f"on a PSUM bank boundary; PSUM tensors start at a multiple of {bank} bytes"
-            )
-    if f0 < 0:
-        raise ConstraintError(f"nl.ndarray: address free offset {f0} is negative")
-    return p0, f0
-
-
-def _allocate_hbm(
-    ctx: Any,
-    region: MemoryRegion,
-    shape: tuple[int, ...],
-    dtype: _dt.DType,
-    name: str,
-    array: np.ndarray | None = None,
-) -> Any:
-    if region is shared_hbm:
-        # Shared HBM is one tensor for every program of the launch: programs after the first
-        # get the allocation the first one made at the same point of the kernel.
-        key = ctx.extra["shared_seq"]
-        ctx.extra["shared_seq"] += 1
-        shared = ctx.extra["shared_allocs"]
-        if key not in shared:
-            if array is not None:
-                shared[key] = ctx.device.hbm_from_array(array, dtype, name)
-            else:
-                shared[key] = ctx.device.allocate_hbm(shape, dtype, name, "shared_hbm")
-        return shared[key]
-    if array is not None:
-        return ctx.device.hbm_from_array(array, dtype, name)
-    return ctx.device.allocate_hbm(shape, dtype, name, "private_hbm", ctx.core.index)
-
-
-def _shape_tuple(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    try:
-        return tuple(int(s) for s in shape)
-    except TypeError as e:
-        raise ConstraintError(f"shape {shape!r} is not a tuple of integers") from e
-
-
-def _fill(t: NkiTensor, value: Any, name: str) -> NkiTensor:
-    """Initialise a fresh tensor: memset on chip; memset + DMA for HBM (engines do the work)."""
-    from trnsim.nki import isa as nisa
-
-    value = _fill_value(value, t.dtype)
-    if t.buffer.on_chip:
-        nisa.memset(dst=t, value=value)
-        return t
-    n = t.size
-    flat = t.reshape((n,))
-    q, r = divmod(n, 128)
-    stage = ndarray((builtins.min(n, 128), builtins.max(q, 1)), t.dtype, sbuf, name=f"{name}_fill")
-    nisa.memset(dst=stage, value=value)
-    if q:
-        nisa.dma_copy(dst=flat[0 : 128 * q].reshape((128, q)), src=stage[:, 0:q])
-    if r:
-        nisa.dma_copy(dst=flat[128 * q : n].reshape((r, 1)), src=stage[0:r, 0:1])
-    return t
-
-
-def _fill_value(value: Any, dtype: _dt.DType) -> Any:
-    if isinstance(value, NkiTensor):
-        raise ConstraintError("fill value must be a compile-time constant, got a tensor")
-    if dtype.kind in ("int", "uint", "bool"):
-        f = float(value)
-        if not f.is_integer():
-            raise ConstraintError(
-                f"fill value {value!r} is not an integer; {dtype.name} tensors "
-                "take integer fill values"
-            )
-        return int(f)
-    if dtype.kind == "packed" and float(value) != 0:
-        raise ConstraintError(
-            f"fill value {value!r}: packed {dtype.name} tensors can only be filled with 0"
-        )
-    return float(value)
-
-
-@_with_loc
-def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
-    """A new tensor filled with 0 (a memset instruction on chip)."""
-    return _fill(ndarray(shape, dtype, buffer, name), 0, name)
-
-
-@_with_loc
-def ones(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
-    """A new tensor filled with 1."""
-    return _fill(ndarray(shape, dtype, buffer, name), 1, name)
-
-
-@_with_loc
-def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
-    """A new tensor filled with `fill_value`."""
-    return _fill(ndarray(shape, dtype, buffer, name), fill_value, name)
-
-
-@_with_loc
-def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
-    """Zeros with x's shape (and dtype unless given); buffer defaults to SBUF."""
-    return zeros(
-        x.shape, dtype if dtype is not None else x.dtype, sbuf if buffer is None else buffer, name
-    )
-
-
-@_with_loc
-def empty_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
-    """An uninitialised tensor with x's shape; dtype and buffer default to x's."""
-    return ndarray(
-        x.shape,
-        dtype if dtype is not None else x.dtype,
-        x.buffer if buffer is None else buffer,
-        name,
-    )
-
-
-_CONSTANT_DTYPES = (
-    "float32",
-    "float16",
-    "bfloat16",
-    "int32",
-    "int16",
-    "int8",
-    "uint32",
-    "uint16",
-    "uint8",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e8m0fnu",
-    "float8_e4m3",
-    "bool",
-)
-
-
-@_with_loc
-def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
-    """A constant tensor in shared HBM (embedded in the NEFF): a numpy array or a .npy path."""
-    ctx = current("nl.shared_constant")
-    if isinstance(constant, (str, os.PathLike)):
-        try:
-            arr = np.load(constant)
-        except (OSError, ValueError) as e:
-            raise ConstraintError(f"nl.shared_constant: cannot load {constant!r}: {e}") from e
-    else:
-        arr = np.asarray(constant)
-    if dtype is not None:
-        dtype = as_dtype(dtype)
-        arr = _dt.cast(arr, dtype) if arr.dtype != dtype.storage else arr
-    else:
-        try:
-            dtype = _dt.resolve(arr.dtype)
-        except (TypeError, KeyError, ValueError):
-            dtype = None
-    if dtype is None or dtype.name not in _CONSTANT_DTYPES:
-        raise ConstraintError(
-            f"nl.shared_constant: dtype {arr.dtype} is not supported "
-            f"(supported: {', '.join(_CONSTANT_DTYPES)}); cast the array, "
-            "e.g. .astype(np.float32)"
-        )
-    if arr.ndim == 0:
-        arr = arr.reshape(1)
-    view = _allocate_hbm(ctx, shared_hbm, arr.shape, dtype, "shared_constant", array=arr)
-    return NkiTensor(view.buffer, view.layout)
-
-
-@_with_loc
-def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Any = None) -> NkiTensor:
-    """An n x n identity matrix in SBUF: a shared constant in HBM, DMA'd in once per dtype."""
-    from trnsim.nki import isa as nisa
-
-    ctx = current("nl.shared_identity_matrix")
-    n = int(n)
-    dtype = as_dtype(dtype)
-    cache = ctx.extra.setdefault("identity_tiles", {})
-    key = (n, dtype.name)
-    if dst is None and key in cache:
-        return cache[key]
-    const = shared_constant(np.eye(n, dtype=np.float32), dtype=dtype)
-    tile = dst if dst is not None else ndarray((n, n), dtype, sbuf, name=f"identity_{n}")
-    nisa.dma_copy(dst=tile, src=const)
-    if dst is None:
-        cache[key] = tile
-    return tile
-
-
-@_with_loc
-def rand(shape: Any, dtype: Any = float32, buffer: Any = sbuf, name: str = "") -> NkiTensor:
-    """A new tile of uniform random values in [0, 1): nisa.rand2 on NC-v4, nisa.rng before."""
-    from trnsim.nki import isa as nisa
-
-    ctx = current("nl.rand")
-    out = ndarray(shape, dtype, buffer, name)
-    if ctx.chip.nc_version >= 4 and hasattr(nisa, "rand2"):
-        nisa.rand2(dst=out, min=0.0, max=1.0)
-        return out
-    bits = ndarray(out.shape, uint32, sbuf, name=f"{name}_bits")
-    nisa.rng(dst=bits)
-    # 32 random bits scaled by 2^-32 land in [0, 1)
-    nisa.tensor_scalar(dst=out, data=bits, op0=_ops_multiply(), operand0=2.0**-32)
-    return out
-
-
-def _ops_multiply() -> Any:
-    from trnsim.nki.lang_ops import multiply
-
-    return multiply
-
-
-@_with_loc
-def random_seed(seed: Any) -> None:
-    """Seed the random number generator with a [1, 1] 32-bit integer tensor in SBUF/PSUM."""
-    from trnsim.nki import isa as nisa
-
-    if not isinstance(seed, NkiTensor):
-        raise ConstraintError(
-            f"nl.random_seed: seed must be a [1, 1] int32 tensor in SBUF or "
-            f"PSUM, got {type(seed).__name__} {seed!r}"
-        )
-    if not seed.buffer.on_chip or seed.size != 1 or seed.dtype.kind not in ("int", "uint"):
-        raise ConstraintError(
-            f"nl.random_seed: seed must be a [1, 1] 32-bit integer tensor in "
-            f"SBUF or PSUM, got {seed.dtype.name} {list(seed.shape)} in "
-            f"{seed.buffer.space}"
-        )
-    nisa.set_rng_seed(src_seeds=seed)
 
 
 # ---------------------------------------------------------------- ranges
@@ -497,7 +145,7 @@ def no_reorder() -> Iterator[None]:
 
 def ds(start: Any, size: int) -> DynSlice:
     """Dynamic slice: `size` elements from `start`."""
-    return DynSlice(_scalar(start), int(size))
+    return DynSlice(start if is_register(start) else _scalar(start), int(size))
 
 
 # ---------------------------------------------------------------- debugging
@@ -596,7 +244,9 @@ from trnsim.nki.grids import (  # noqa: E402
     blocks,
     tiles,
 )
+from trnsim.nki.lang_data import *  # noqa: E402, F403
 from trnsim.nki.lang_ops import *  # noqa: E402, F403
+from trnsim.nki.lang_reduce import *  # noqa: E402, F403
 from trnsim.nki.loops import dynamic_range, fori_loop, while_loop  # noqa: E402
 
 _ = (

@@ -179,7 +179,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         contexts.append(ctx)
     bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
               for ctx in contexts]
-    if generation == "ga" and len(contexts) > 1:
+    if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
         # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
         programs = Programs(len(contexts))
         for ctx in contexts:

@@ -19,9 +19,10 @@ from trnsim.memory import Layout
 
 @dataclass(frozen=True)
 class DynSlice:
-    """nl.ds(start, size): `size` elements from `start` (start may be a loop index)."""
+    """nl.ds(start, size): `size` elements from `start` (an int, or a register: then the
+    view it indexes gets a runtime offset)."""
 
-    start: int
+    start: Any
     size: int
     step: int = 1
 

@@ -53,8 +53,13 @@ class _Node:
     def covers(self, o: _Node) -> bool:
         if self.pitch and (self.pitch != o.pitch or (o.b0 - self.b0) % self.pitch):
             return False
-        return self.p0 <= o.p0 and o.p1 <= self.p1 and self.b0 <= o.b0 and o.b1 <= self.b1 \
+        return (
+            self.p0 <= o.p0
+            and o.p1 <= self.p1
+            and self.b0 <= o.b0
+            and o.b1 <= self.b1
             and (not self.pitch or o.b0 % self.pitch + o.run <= self.b0 % self.pitch + self.run)
+        )
 
 
 class _Space:
@@ -121,8 +126,14 @@ class DependencyTracker:
         n = space.nodes.get(key)
         return n if n is not None else space.node(key, run)
 
-    def access(self, idx: int, core: int, queue: object, reads: tuple[Operand, ...],
-               writes: tuple[Operand, ...]) -> list[tuple[int, str, str]]:
+    def access(
+        self,
+        idx: int,
+        core: int,
+        queue: object,
+        reads: tuple[Operand, ...],
+        writes: tuple[Operand, ...],
+    ) -> list[tuple[int, str, str]]:
         """Record instruction `idx` of `core` (issued on `queue`); return what it must wait for.
 
         Readers are remembered per queue (the last one stands for the queue's prefix); pass a

@@ -79,9 +79,19 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     if transpose:
         src_hbm = any(o.region.space == "hbm" for o in instr.reads)
         eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
-    return DmaPlan(queue, issuer, dge, rows * desc_per_row, nbytes, tuple(chunks),
-                   len(hbm_reads) + len(hbm_writes), eff, len(set(chunks)) == 1,
-                   sum(hbm_reads), sum(hbm_writes))
+    return DmaPlan(
+        queue,
+        issuer,
+        dge,
+        rows * desc_per_row,
+        nbytes,
+        tuple(chunks),
+        len(hbm_reads) + len(hbm_writes),
+        eff,
+        len(set(chunks)) == 1,
+        sum(hbm_reads),
+        sum(hbm_writes),
+    )
 
 
 class ChunkRecord(NamedTuple):
@@ -204,12 +214,12 @@ class DmaSystem:
         desc, rate = self.desc_ticks, self._rate(plan)
         queue, w, records = plan.queue, plan.hbm_weight, self.records
         n = len(plan.chunks)
-        if plan.uniform and first + n <= n_eng and max(free[first:first + n]) <= t:
+        if plan.uniform and first + n <= n_eng and max(free[first : first + n]) <= t:
             # The common case: idle engines, equal chunks: one row for the whole group.
             d, b = plan.chunks[0]
             stream = t + math.ceil(d * desc)
             end = stream + math.ceil(b / rate)
-            free[first:first + n] = [end] * n
+            free[first : first + n] = [end] * n
             records.append((transfer, core, first, queue, d, b, w, t, stream, end, n))
             self._push(end, 3, transfer)
             return
@@ -232,8 +242,10 @@ class DmaSystem:
     def _arrive(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         transfer, core, first, plan = arrival
         n_eng, rate = self.chip.dma.engines_per_core, self._rate(plan)
-        chunks = [Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight,
-                        rate) for i, (d, b) in enumerate(plan.chunks)]
+        chunks = [
+            Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight, rate)
+            for i, (d, b) in enumerate(plan.chunks)
+        ]
         self._left[transfer] = len(chunks)
         self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
         for c in chunks:
@@ -275,8 +287,21 @@ class DmaSystem:
 
     def _finish(self, t: int, c: Chunk, done: list[tuple[int, int]]) -> None:
         c.end = t
-        self.records.append((c.transfer, c.core, c.engine, c.queue, c.descriptors, c.nbytes,
-                             c.hbm_weight, c.start, c.stream_start, c.end, 1))
+        self.records.append(
+            (
+                c.transfer,
+                c.core,
+                c.engine,
+                c.queue,
+                c.descriptors,
+                c.nbytes,
+                c.hbm_weight,
+                c.start,
+                c.stream_start,
+                c.end,
+                1,
+            )
+        )
         if id(c) in self._active:
             del self._active[id(c)]
             self._demand -= c.rate * c.hbm_weight

@@ -14,8 +14,15 @@ from trnsim.program import Instruction
 
 TENSOR_OPS = frozenset({"nc_matmul", "nc_matmul_mx", "nc_transpose"})
 # BF16-adjusted FLOPs (NX-SCHEMA): FP32 work x4, FP8 x0.5 on NC-v3/v4 (x1 on NC-v2), MX x0.25.
-_ADJUST = {"float32": 4.0, "float8_e4m3": 0.5, "float8_e5m2": 0.5, "float8_e4m3fn": 0.5,
-           "float8_e4m3fn_x4": 0.25, "float8_e5m2_x4": 0.25, "float4_e2m1fn_x4": 0.25}
+_ADJUST = {
+    "float32": 4.0,
+    "float8_e4m3": 0.5,
+    "float8_e5m2": 0.5,
+    "float8_e4m3fn": 0.5,
+    "float8_e4m3fn_x4": 0.25,
+    "float8_e5m2_x4": 0.25,
+    "float4_e2m1fn_x4": 0.25,
+}
 
 
 def matmul_flops(ins: Instruction) -> int:
@@ -65,8 +72,14 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def usage_samples(program: list[Instruction], start: list[float], end: list[float],
-                  space: str, core: int, max_points: int = 4000) -> list[tuple[float, int]]:
+def usage_samples(
+    program: list[Instruction],
+    start: list[float],
+    end: list[float],
+    space: str,
+    core: int,
+    max_points: int = 4000,
+) -> list[tuple[float, int]]:
     """Bytes per partition of `space` held over time: a region is live from its first access's
     start to its last access's end (the footprint the compiler's allocator must provide)."""
     live: dict[tuple[int, int], list[float]] = {}
@@ -84,8 +97,10 @@ def usage_samples(program: list[Instruction], start: list[float], end: list[floa
             else:
                 span[0] = min(span[0], start[ins.index])
                 span[1] = max(span[1], end[ins.index])
-    events = sorted([(s, 1, k) for k, (s, _) in live.items()]
-                    + [(e, -1, k) for k, (_, e) in live.items()], key=lambda x: (x[0], -x[1]))
+    events = sorted(
+        [(s, 1, k) for k, (s, _) in live.items()] + [(e, -1, k) for k, (_, e) in live.items()],
+        key=lambda x: (x[0], -x[1]),
+    )
     cur: dict[tuple[int, int], int] = {}
     out: list[tuple[float, int]] = []
     step = max(1, len(events) // max_points)
@@ -98,8 +113,9 @@ def usage_samples(program: list[Instruction], start: list[float], end: list[floa
     return out
 
 
-def hbm_throughput(chunks: list, ticks_per_ns: float, max_points: int = 4000
-                   ) -> list[tuple[float, float]]:
+def hbm_throughput(
+    chunks: list, ticks_per_ns: float, max_points: int = 4000
+) -> list[tuple[float, float]]:
     """HBM GB/s over time from DMA chunks (each streams its bytes evenly over its data phase)."""
     deltas: dict[int, float] = {}
     for c in chunks:

@@ -12,6 +12,7 @@ from typing import Any
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
+from trnsim.timing.deps import Dep
 from trnsim.timing.metrics import (
     TENSOR_OPS,
     flops_adjustment,
@@ -65,8 +66,9 @@ class Profile:
     """A timed run. Public interface (for reports and the trace writer):
 
     outputs, latency_ns, chip, program (list[Instruction]), timeline (raw ticks);
-    start_ns(i), end_ns(i), wait_ns(i), producer(i): per instruction (DMA: trigger issue to last
-    byte landed); events: list[Event] (engine rows, LS/MM split, DMA triggers);
+    start_ns(i), end_ns(i), wait_ns(i), producer(i), deps(i): per instruction (DMA: trigger
+    issue to last byte landed; deps = every semaphore wait with its kind);
+    events: list[Event] (engine rows, LS/MM split, DMA triggers);
     dma_transfers: list[DmaTransfer] (per queue and per DMA engine, with bytes);
     engine_active_ns / engine_instruction_time_ns / instruction_counts: per (core, row);
     mfu, hfu, mbu (percent), hardware_flops, model_flops, transpose_flops;
@@ -76,13 +78,20 @@ class Profile:
     (TensorE utilization cap, 0..1); summary(): a dict of the above.
     """
 
-    def __init__(self, program: list[Instruction], timeline: Timeline, chip: ChipSpec,
-                 outputs: Any = None, values: bool = True):
+    def __init__(
+        self,
+        program: list[Instruction],
+        timeline: Timeline,
+        chip: ChipSpec,
+        outputs: Any = None,
+        values: bool = True,
+    ):
         self.program = program
         self.timeline = timeline
         self.chip = chip
         self.outputs = outputs
         self.values = values
+        self.kernel_name = ""  # set by profile(): the kernel function's name
         tpn = timeline.ticks_per_ns
         self._tpn = tpn
         ends = [t for t in timeline.end if t >= 0]
@@ -103,6 +112,10 @@ class Profile:
     def producer(self, i: int) -> int:
         return self.timeline.blocker[i]
 
+    def deps(self, i: int) -> list[Dep]:
+        """Every producer instruction i waits for: (producer, flow|anti|output, operand)."""
+        return [Dep(*d) for d in self.timeline.deps[i]]
+
     @functools.cached_property
     def events(self) -> list[Event]:
         tl, tpn, out = self.timeline, self._tpn, []
@@ -111,14 +124,33 @@ class Profile:
             core, queue = tl.queue[i]
             wait, prod = tl.wait[i] / tpn, tl.blocker[i]
             if i in tl.dma:
-                out.append(Event(i, core, queue, tl.start[i] / tpn, tl.issue_end[i] / tpn,
-                                 wait, prod, "DmaTrigger"))
+                out.append(
+                    Event(
+                        i,
+                        core,
+                        queue,
+                        tl.start[i] / tpn,
+                        tl.issue_end[i] / tpn,
+                        wait,
+                        prod,
+                        "DmaTrigger",
+                    )
+                )
             elif i in tl.ls:
                 s, e = tl.ls[i]
-                out.append(Event(i, core, "tensor", s / tpn, e / tpn, wait, prod,
-                                 "LoadStationary"))
-                out.append(Event(i, core, "tensor_matrix", tl.start[i] / tpn, tl.end[i] / tpn,
-                                 wait, prod, "MultiplyMoving"))
+                out.append(Event(i, core, "tensor", s / tpn, e / tpn, wait, prod, "LoadStationary"))
+                out.append(
+                    Event(
+                        i,
+                        core,
+                        "tensor_matrix",
+                        tl.start[i] / tpn,
+                        tl.end[i] / tpn,
+                        wait,
+                        prod,
+                        "MultiplyMoving",
+                    )
+                )
             else:
                 out.append(Event(i, core, queue, tl.start[i] / tpn, tl.end[i] / tpn, wait, prod))
         return out
@@ -126,8 +158,19 @@ class Profile:
     @functools.cached_property
     def dma_transfers(self) -> list[DmaTransfer]:
         tpn = self._tpn
-        return [DmaTransfer(c.transfer, c.core, c.queue, c.engine, c.start / tpn, c.end / tpn,
-                            c.nbytes, c.descriptors) for c in self.timeline.chunks]
+        return [
+            DmaTransfer(
+                c.transfer,
+                c.core,
+                c.queue,
+                c.engine,
+                c.start / tpn,
+                c.end / tpn,
+                c.nbytes,
+                c.descriptors,
+            )
+            for c in self.timeline.chunks
+        ]
 
     # ------------------------------------------------------------ engines
     @functools.cached_property
@@ -249,33 +292,41 @@ class Profile:
         start = [s / tpn for s in tl.start]
         end = [e / tpn for e in tl.end]
         for c in self.cores:
-            out[f"throttle[{c}]"] = [(t / tpn, cap) for t, cap in tl.throttle[c].samples] \
-                if c in tl.throttle else []
+            out[f"throttle[{c}]"] = (
+                [(t / tpn, cap) for t, cap in tl.throttle[c].samples] if c in tl.throttle else []
+            )
             for space in ("sbuf", "psum"):
                 out[f"{space}_usage[{c}]"] = [
-                    (t, float(b)) for t, b in usage_samples(self.program, start, end, space, c)]
+                    (t, float(b)) for t, b in usage_samples(self.program, start, end, space, c)
+                ]
         return out
 
     def summary(self) -> dict[str, Any]:
         """Summary metrics named as in `neuron-profile view --output-format summary-text`."""
         s: dict[str, Any] = {
             "total_time": self.latency_ns * 1e-9,
-            "mfu_estimated_percent": self.mfu, "hfu_estimated_percent": self.hfu,
-            "mbu_estimated_percent": self.mbu, "hardware_flops": self.hardware_flops,
-            "transpose_flops": self.transpose_flops, "hbm_read_bytes": self.hbm_read_bytes,
-            "hbm_write_bytes": self.hbm_write_bytes, "dma_count": self.dma_count,
+            "mfu_estimated_percent": self.mfu,
+            "hfu_estimated_percent": self.hfu,
+            "mbu_estimated_percent": self.mbu,
+            "hardware_flops": self.hardware_flops,
+            "transpose_flops": self.transpose_flops,
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "dma_count": self.dma_count,
             "average_dma_size": self.average_dma_bytes,
             "instruction_count": len(self.program),
         }
         for (core, row), ns in self.engine_active_ns.items():
             s[f"nc{core}_{row}_engine_active_time"] = ns * 1e-9
-            s[f"nc{core}_{row}_engine_active_time_percent"] = \
+            s[f"nc{core}_{row}_engine_active_time_percent"] = (
                 100.0 * ns / self.latency_ns if self.latency_ns else 0.0
+            )
             s[f"nc{core}_{row}_instruction_count"] = self.instruction_counts[(core, row)]
         return s
 
-    def save(self, path: str, kernel: str = "", png: str | None = None,
-             dma_rows: str = "queue") -> dict[str, str]:
+    def save(
+        self, path: str, kernel: str = "", png: str | None = None, dma_rows: str = "queue"
+    ) -> dict[str, str]:
         """Write the timeline (.pftrace or .json), a summary sidecar, and optionally a PNG."""
         from trnsim.report import save
 
@@ -295,18 +346,22 @@ class Profile:
         return format_summary(summary(self, kernel))
 
     def __repr__(self) -> str:
-        return (f"Profile({self.chip.name}, {len(self.program)} instructions, "
-                f"{self.latency_ns:.1f} ns, MFU {self.mfu:.1f} %, MBU {self.mbu:.1f} %)")
+        return (
+            f"Profile({self.chip.name}, {len(self.program)} instructions, "
+            f"{self.latency_ns:.1f} ns, MFU {self.mfu:.1f} %, MBU {self.mbu:.1f} %)"
+        )
 
 
-def time_program(program: list[Instruction], chip: ChipSpec, outputs: Any = None,
-                 values: bool = True) -> Profile:
+def time_program(
+    program: list[Instruction], chip: ChipSpec, outputs: Any = None, values: bool = True
+) -> Profile:
     """Schedule a program record on `chip` and wrap it as a Profile."""
     return Profile(program, Scheduler(chip).run(program), chip, outputs, values)
 
 
-def profile(kernel: Any, *args: Any, chip: Any = "trn2", values: bool = True, lnc: int = 1,
-            **kwargs: Any) -> Profile:
+def profile(
+    kernel: Any, *args: Any, chip: Any = "trn2", values: bool = True, lnc: int = 1, **kwargs: Any
+) -> Profile:
     """Run `kernel(*args, **kwargs)` on the simulated `chip` and time it.
 
     values=False skips all numerics (timing only: the program record and timeline are the same,
@@ -320,4 +375,6 @@ def profile(kernel: Any, *args: Any, chip: Any = "trn2", values: bool = True, ln
     if lnc > 1 and k.generation == "ga" and not k.grid:
         k = k[lnc]
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values)
-    return time_program(run.program, run.chip, run.outputs if values else None, values)
+    prof = time_program(run.program, run.chip, run.outputs if values else None, values)
+    prof.kernel_name = run.kernel_name
+    return prof

@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
-from trnsim.timing.calendar import Calendar
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
+from trnsim.timing.ports import Ports
 from trnsim.timing.throttle import Throttle
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+_COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
+_MISSING = object()
 _MAX_BASE_MHZ = 100_000
 
 
@@ -95,62 +97,101 @@ class Scheduler:
         self.chip = chip
         base = base_clock_mhz(chip)
         self.ticks_per_ns = base / 1000
-        self.period = {e: max(1, round(base / (s.clock_ghz * 1000)))
-                       for e, s in chip.engines.items()}
+        self.period = {
+            e: max(1, round(base / (s.clock_ghz * 1000))) for e, s in chip.engines.items()
+        }
         self.sem = round(chip.timing["semaphore_latency_ns"] * self.ticks_per_ns)
         self._queues: dict[tuple[int, str], _Queue] = {}
         self._waiters: dict[int, list[tuple[int, str]]] = {}
         self._work: deque[tuple[int, str]] = deque()
         self._in_work: set[tuple[int, str]] = set()
-        self._ports: dict[tuple, Calendar] = {}
+        self.ports = Ports(chip, self.ticks_per_ns)
         self._barriers: dict[int, list[int]] = {}
         self.costs = CostTable(chip)
 
     # ------------------------------------------------------------ preparation
     def _prepare(self, program: list[Instruction]) -> Timeline:
+        """Costs, DMA plans, dependencies and queues, in one pass in program order."""
         n = len(program)
-        tl = Timeline(self.ticks_per_ns, [-1] * n, [-1] * n, [-1] * n, [0] * n, [-1] * n,
-                      [[] for _ in range(n)], [(0, "")] * n, [None] * n)
+        tl = Timeline(
+            self.ticks_per_ns,
+            [-1] * n,
+            [-1] * n,
+            [-1] * n,
+            [0] * n,
+            [-1] * n,
+            [[] for _ in range(n)],
+            [(0, "")] * n,
+            [None] * n,
+        )
         self._release = [-1] * n
-        self._dep_queue: list[object] = [None] * n
+        self._kind = kinds = [_COMPUTE] * n
+        self._ticks: list[tuple[int, int]] = [(0, 0)] * n  # compute: (II, latency) in ticks
+        self._port_keys: list[tuple | None] = [None] * n
+        dep_queue: list[object] = [None] * n
         tracker = DependencyTracker()
-        dep_queue = self._dep_queue
         barrier_count: dict[int, int] = {}
-        costs = self.costs
+        costs, queues, period = self.costs, self._queues, self.period
+        static = int(self.chip.timing["vector_static_overhead_cycles"])
         plans: dict[tuple, DmaPlan] = {}
+        port_cache: dict[tuple, tuple | None] = {}
         for ins in program:
             i = ins.index
-            rec = costs.record(ins.opcode)[0]
+            rec, params = costs.record(ins.opcode)
             if rec.model == "dma":
                 sig = _dma_signature(ins)
                 plan = plans.get(sig)
                 if plan is None:
-                    plan = plans[sig] = plan_dma(ins, self.chip, transpose=bool(
-                        costs.record(ins.opcode)[1].get("transpose")))
+                    plan = plans[sig] = plan_dma(ins, self.chip, bool(params.get("transpose")))
                 key = (ins.core, plan.issuer)
                 dq: object = ("dma", i)
                 tl.dma[i] = (plan, -1, -1)
+                kinds[i] = _DMA
             else:
                 # Control instructions recorded on "dma" (register_load/store) run in the Sync
                 # engine's sequencer.
-                eng = ins.engine if ins.engine in ENGINES else \
-                    "sync" if ins.engine == "dma" else "vector"
-                key = (ins.core, eng)
-                dq = key
-                tl.costs[i] = costs.cost(ins)
-                if ins.opcode == "core_barrier":
+                eng = (
+                    ins.engine
+                    if ins.engine in ENGINES
+                    else "sync"
+                    if ins.engine == "dma"
+                    else "vector"
+                )
+                key = dq = (ins.core, eng)
+                cost, sig = costs.cost_and_key(ins)
+                tl.costs[i] = cost
+                if eng == "tensor":
+                    kinds[i] = _TENSOR
+                elif ins.opcode == "core_barrier":
+                    kinds[i] = _BARRIER
                     k = barrier_count.get(ins.core, 0)
                     barrier_count[ins.core] = k + 1
                     self._barriers.setdefault(k, []).append(i)
-            self._dep_queue[i] = dq
+                p = period[eng]
+                self._ticks[i] = (cost.ii * p, cost.latency * p)
+                pk = port_cache.get(sig, _MISSING) if sig is not None else _MISSING
+                if pk is _MISSING:
+                    pk = self.ports.keys_of(ins, eng, cost)
+                    if sig is not None:
+                        port_cache[sig] = pk
+                self._port_keys[i] = pk  # type: ignore[assignment]
+            dep_queue[i] = dq
             tl.queue[i] = key
-            q = self._queues.get(key)
+            q = queues.get(key)
             if q is None:
-                q = self._queues[key] = _Queue()
-            q.items.append(i)
+                q = queues[key] = _Queue()
             deps = tracker.access(i, ins.core, dq, ins.reads, ins.writes)
-            deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
-            tl.deps[i] = [d for d in deps if d[1] == FLOW or dep_queue[d[0]] != dq]
+            if ins.deps:
+                deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
+            deps = tl.deps[i] = [d for d in deps if d[1] == FLOW or dep_queue[d[0]] != dq]
+            if key[1] == "vector" and kinds[i] == _COMPUTE:
+                # VectorE pays a static overhead on tiny or back-to-back dependent
+                # instructions (NKI-PERF).
+                prev = q.items[-1] if q.items else -1
+                if cost.tiny or any(d[0] == prev and d[1] == FLOW for d in deps):
+                    ii, lat = self._ticks[i]
+                    self._ticks[i] = (ii + static * p, lat + static * p)
+            q.items.append(i)
         return tl
 
     # ------------------------------------------------------------ main loop
@@ -159,8 +200,10 @@ class Scheduler:
         self.dma = DmaSystem(self.chip, self.ticks_per_ns, len({k[0] for k in self._queues}))
         self._tl = tl
         self._program = program
-        self._throttles = {c: Throttle(self.chip.throttle, self.ticks_per_ns)
-                           for c in sorted({k[0] for k in self._queues})}
+        self._throttles = {
+            c: Throttle(self.chip.throttle, self.ticks_per_ns)
+            for c in sorted({k[0] for k in self._queues})
+        }
         tl.throttle = self._throttles
         for key in sorted(self._queues):
             self._wake(key)
@@ -191,8 +234,9 @@ class Scheduler:
         for key in self._waiters.pop(i, ()):
             self._wake(key)
 
-    def _ready(self, i: int, key: tuple[int, str], names: tuple[str, ...] | None = None
-               ) -> tuple[int, int] | None:
+    def _ready(
+        self, i: int, key: tuple[int, str], names: tuple[str, ...] | None = None
+    ) -> tuple[int, int] | None:
         """(tick when the deps of i allow it to start, producer that bound it), or None."""
         tl, release, sem = self._tl, self._release, self.sem
         ready, blocker = 0, -1
@@ -212,16 +256,18 @@ class Scheduler:
     def _drain(self, key: tuple[int, str]) -> None:
         q = self._queues[key]
         items = q.items
+        kinds = self._kind
         while q.head < len(items):
             i = items[q.head]
-            if i in self._tl.dma:
-                done = self._issue_dma(i, key, q)
-            elif key[1] == "tensor":
-                done = self._issue_tensor(i, key, q)
-            elif self._program[i].opcode == "core_barrier":
-                done = self._issue_barrier(i, key, q)
-            else:
+            kind = kinds[i]
+            if kind == _COMPUTE:
                 done = self._issue_compute(i, key, q)
+            elif kind == _TENSOR:
+                done = self._issue_tensor(i, key, q)
+            elif kind == _DMA:
+                done = self._issue_dma(i, key, q)
+            else:
+                done = self._issue_barrier(i, key, q)
             if not done:
                 return
             q.head += 1
@@ -232,22 +278,17 @@ class Scheduler:
         if r is None:
             return False
         ready, blocker = r
-        tl = self._tl
-        cost = tl.costs[i]
-        eng = key[1]
-        p = self.period[eng]
-        ii, lat = cost.ii, cost.latency
-        if eng == "vector" and (cost.tiny or any(d[0] == q.last and d[1] == FLOW
-                                                 for d in tl.deps[i])):
-            extra = int(self.chip.timing["vector_static_overhead_cycles"])
-            ii, lat = ii + extra, lat + extra
-        t = max(q.free, ready)
-        t = self._ports_reserve(i, key, t, ii * p)
-        self._place(i, q, t, t + ii * p, t + lat * p, ready, blocker)
+        ii, lat = self._ticks[i]
+        t = q.free if q.free > ready else ready
+        ports = self._port_keys[i]
+        if ports is not None:
+            t = self.ports.reserve(ports, key[1], t, ii)
+        self._place(i, q, t, t + ii, t + lat, ready, blocker)
         return True
 
-    def _place(self, i: int, q: _Queue, t: int, issue_end: int, end: int, ready: int,
-               blocker: int) -> None:
+    def _place(
+        self, i: int, q: _Queue, t: int, issue_end: int, end: int, ready: int, blocker: int
+    ) -> None:
         tl = self._tl
         tl.wait[i] = max(0, ready - q.free)
         tl.blocker[i] = blocker if tl.wait[i] > 0 else -1
@@ -294,16 +335,19 @@ class Scheduler:
         p = self.period[key[1]]
         timing = self.chip.timing
         if plan.dge == "swdge":
-            cycles = timing["gpsimd_start_cycles"] + plan.descriptors * \
-                self.chip.dma.swdge_descriptor_cycles
+            cycles = (
+                timing["gpsimd_start_cycles"]
+                + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
+            )
         else:
             cycles = self.costs.record(self._program[i].opcode)[1].get(
-                "trigger_cycles", timing["min_ii_cycles"])
+                "trigger_cycles", timing["min_ii_cycles"]
+            )
         t = max(q.free, ready)
         issue_end = t + math.ceil(cycles) * p
         trig_end = issue_end
         if plan.dge == "hwdge":
-            trig_end = self._dge_reserve(key[0], issue_end)
+            trig_end = self.ports.dge(key[0], issue_end)
         data_ready = trig_end + round(self.chip.dma.trigger_latency_ns * self.ticks_per_ns)
         tl = self._tl
         tl.wait[i] = max(0, ready - q.free)
@@ -313,14 +357,6 @@ class Scheduler:
         q.free = issue_end
         self.dma.submit(i, key[0], plan, data_ready)
         return True
-
-    def _dge_reserve(self, core: int, t: int) -> int:
-        """A hardware DGE block generates the descriptors (hwdge_issue_ns); earliest block wins."""
-        dur = round(self.chip.dma.hwdge_issue_ns * self.ticks_per_ns)
-        cals = [self._ports.setdefault(("dge", core, b), Calendar())
-                for b in range(self.chip.dma.hwdge_blocks_per_core)]
-        best = min(cals, key=lambda c: c.probe(t, dur))
-        return best.reserve(t, dur) + dur
 
     def _issue_barrier(self, i: int, key: tuple[int, str], q: _Queue) -> bool:
         """core_barrier: every core's k-th barrier completes when the last one arrives."""
@@ -352,43 +388,20 @@ class Scheduler:
         self._complete(i, t + cost.latency * p, q.cum)
         return True
 
-    # ------------------------------------------------------------ shared ports
-    def _ports_reserve(self, i: int, key: tuple[int, str], t: int, dur: int) -> int:
-        """SBUF/PSUM port sharing between engines (NKI-ARCH-V2/V3); returns the start."""
-        core, eng = key
-        if eng not in ("vector", "scalar", "gpsimd"):
-            return t
-        ins = self._program[i]
-        spaces = {o.region.space for o in ins.operands}
-        cals: list[Calendar] = []
-        if self.chip.nc_version <= 2:
-            if "psum" in spaces and eng != "gpsimd":
-                cals.append(self._ports.setdefault(("psum", core), Calendar()))
-            if "sbuf" in spaces and eng != "scalar":
-                cals.append(self._ports.setdefault(("sbuf-vg", core), Calendar()))
-        else:
-            if eng != "gpsimd":
-                bank = self.chip.psum.bank_bytes
-                for b in sorted({o.region.byte_start // bank for o in ins.operands
-                                 if o.region.space == "psum"}):
-                    cals.append(self._ports.setdefault(("bank", core, b), Calendar()))
-            perf = self._tl.costs[i].perf_mode
-            if eng == "gpsimd" or (eng == "vector" and perf):
-                cals.append(self._ports.setdefault(("sbuf-vg", core), Calendar()))
-        if not cals:
-            return t
-        while True:
-            t2 = max(c.probe(t, dur) for c in cals)
-            if t2 == t:
-                break
-            t = t2
-        for c in cals:
-            c.reserve(t, dur, eng)
-        return t
-
 
 def _dma_signature(ins: Instruction) -> tuple:
-    ops = tuple([(o.name, o.region.space, o.nbytes, o.partitions, o.contiguous_bytes,
-                  len(o.shape) and o.shape[0]) for o in ins.operands])
+    ops = tuple(
+        [
+            (
+                o.name,
+                o.region.space,
+                o.nbytes,
+                o.partitions,
+                o.contiguous_bytes,
+                len(o.shape) and o.shape[0],
+            )
+            for o in ins.operands
+        ]
+    )
     a = ins.attrs
     return (ins.opcode, ops, a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))

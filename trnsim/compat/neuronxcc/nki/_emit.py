@@ -27,7 +27,7 @@ import numpy as np
 from trnsim import semantics as sem
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
-from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
+from trnsim.compat.neuronxcc.nki._indirect import DynamicAccess, IndirectAccess
 from trnsim.compat.neuronxcc.nki._state import context, here
 from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
 from trnsim.errors import ConstraintError, KernelError, UnsupportedError
@@ -110,8 +110,10 @@ def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sb
            inputs: Mapping[str, Any] | None = None, axes: Mapping[str, Axes] | None = None,
            attrs: Mapping[str, Any] | None = None, out: str = "dst",
            out_axes: Axes | None = None, mask: Any = None, accumulate_attr: str | None = None,
+           extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
            label: str = "") -> tensor:
-    """A pending result produced by one instruction writing operand `out`."""
+    """A pending result produced by one instruction writing operand `out` (and possibly
+    `extra_outputs`, pre-declared tiles such as reduce_res)."""
     loc, loops = here()
     mask = as_mask(mask)
     domain = tuple(shape if domain is None else domain)
@@ -124,8 +126,9 @@ def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sb
         a = dict(attrs)
         if accumulate_attr is not None:
             a[accumulate_attr] = mode == "accumulate"
-        run(opcode, engine, domain=domain, outputs={out: (dst, out_axes)}, inputs=inputs,
-            axes=axes, attrs=a, mask=mask, loc=loc, loops=loops, rmw=mode == "accumulate")
+        outputs = {out: (dst, out_axes), **dict(extra_outputs or {})}
+        run(opcode, engine, domain=domain, outputs=outputs, inputs=inputs, axes=axes, attrs=a,
+            mask=mask, loc=loc, loops=loops, rmw=mode == "accumulate")
 
     return make_pending(shape, dtype, buffer, emit, loc=loc, dst_spaces=spaces,
                         accumulates=accumulate_attr is not None, label=label or opcode)
@@ -162,7 +165,7 @@ def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
     try:
         operands: dict[str, Any] = {}
         for name, value in inputs.items():
-            if isinstance(value, (tensor, IndirectAccess)):
+            if isinstance(value, (tensor, IndirectAccess, DynamicAccess)):
                 operands[name] = value.operand(_narrow(box, axes.get(name), value, domain))
             else:
                 operands[name] = value

@@ -8,7 +8,7 @@ and whose `.code` attribute holds it, so tests and users can match either.
 from __future__ import annotations
 
 from trnsim.errors import KernelError
-from trnsim.program import SourceLocation
+from trnsim.program import SourceLocation, capture_location
 
 # code -> when it is raised (the catalogue of nki-api.md §11.1 that trnsim reproduces)
 CODES: dict[str, str] = {
@@ -77,9 +77,10 @@ CODES: dict[str, str] = {
 
 def b1_error(cls: type[KernelError], code: str, message: str,
              loc: SourceLocation | None = None) -> KernelError:
-    """A trnsim error carrying the Beta-1 code (message ends with `[code]`)."""
+    """A trnsim error carrying the Beta-1 code (message ends with `[code]`), located at `loc`
+    or else at the innermost user frame on the stack."""
     if code not in CODES:
         raise KeyError(code)  # a trnsim bug: every code used must be catalogued
-    err = cls(f"{message} [{code}]", loc)
+    err = cls(f"{message} [{code}]", loc if loc is not None else capture_location())
     err.code = code  # type: ignore[attr-defined]
     return err

@@ -80,6 +80,10 @@ class IndexExpr:
 
     # ------------------------------------------------------------ affine arithmetic
     def _combine(self, other: Any, sign: int, what: str) -> IndexExpr:
+        if hasattr(other, "_ready") and sign == 1:  # a runtime offset tile: tile + expr
+            from trnsim.compat.neuronxcc.nki._indirect import DynIndex
+
+            return DynIndex(other, self)
         if isinstance(other, IndexExpr):
             shape = broadcast_shapes(self.shape, other.shape)
             a, b = _pad(self.coefs, len(shape)), _pad(other.coefs, len(shape))
@@ -271,9 +275,10 @@ class Predicate:
         return Predicate(((e, _NEGATE[op]),))
 
     def __bool__(self) -> bool:
-        raise b1_error(ConstraintError, "err_ambiguous_tensor_truth_value",
-                       "the truth value of a mask is not known at trace time (join mask "
-                       "comparisons with & instead of `and`, and do not branch on them)")
+        raise b1_error(ConstraintError, "err_control_flow_condition_depending_on_arange",
+                       "control flow depending on `nl.arange` or `nl.mgrid` is not supported: "
+                       "a mask has no truth value at trace time (join mask comparisons with & "
+                       "instead of `and`, and pass them as mask=)")
 
     def evaluate(self, shape: tuple[int, ...], offset: Sequence[int] | None = None) -> np.ndarray:
         """Boolean array over `shape` (iteration indices shifted by `offset`)."""

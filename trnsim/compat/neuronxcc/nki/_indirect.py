@@ -89,3 +89,66 @@ def _prod(xs: tuple[int, ...]) -> int:
     for x in xs:
         out *= x
     return out
+
+
+class DynIndex:
+    """`offset_tile + expr`: an index whose start is a runtime value (a 1x1 SBUF tile)."""
+
+    def __init__(self, tile: tensor, expr: Any):
+        self.tile = tile
+        self.expr = expr
+
+    def __add__(self, other: Any) -> DynIndex:
+        return DynIndex(self.tile, self.expr + other)
+
+    __radd__ = __add__
+
+
+class DynamicAccess:
+    """An on-chip tensor whose index on one free dimension starts at a runtime offset (a 1x1
+    SBUF tile): `t[i_p, off + i_f]` or `t[:, nl.ds(off, n)]` for
+    nisa.tensor_copy_dynamic_src / _dst. It becomes a GA scalar DynamicOffset view."""
+
+    on_chip = True
+
+    def __init__(self, base: tensor, key: tuple[Any, ...]):
+        from trnsim.nki.views import DynSlice
+
+        dyn = [k for k, e in enumerate(key) if isinstance(e, DynIndex)
+               or (isinstance(e, DynSlice) and isinstance(e.start, tensor))]
+        if len(dyn) != 1 or dyn[0] == 0:
+            raise b1_error(ConstraintError,
+                           "err_copy_dynamic_indirect_indices_not_natively_supported",
+                           f"tensor `{base.name or '?'}`: one free dimension can take a runtime "
+                           "offset (a 1x1 SBUF tile); the partition index must be static")
+        k = dyn[0]
+        entry = key[k]
+        if isinstance(entry, DynIndex):
+            offset, static_entry = entry.tile, entry.expr
+        else:
+            offset, static_entry = entry.start, slice(0, int(entry.size), int(entry.step))
+        offset = offset._ready()
+        if offset.space != "sbuf" or offset.layout().size != 1:
+            raise b1_error(ConstraintError, "err_indirect_indices_sbuf",
+                           "the runtime offset must be a 1x1 tile in SBUF")
+        self.base = base
+        self.offset = offset
+        self.static = base[(*key[:k], static_entry, *key[k + 1:])]
+        self.multiplier = base.layout().strides[k]
+        self.bound = base.shape[k]
+        self.shape = self.static.shape
+        self.dtype = base.dtype
+        self.name = base.name
+        self.space = base.space
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def _ready(self) -> DynamicAccess:
+        return self
+
+    def operand(self, box: Box | None = None) -> NkiTensor:
+        view = self.static.operand(box)
+        dyn = DynamicOffset("scalar", self.offset.operand(), self.multiplier, None, self.bound)
+        return NkiTensor(view.buffer, view.layout, dyn)

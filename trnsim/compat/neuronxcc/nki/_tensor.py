@@ -20,9 +20,10 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import IndexExpr, Predicate, broadcast_shapes
-from trnsim.errors import ConstraintError, OutOfBoundsError
+from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
 from trnsim.memory import Buffer, Layout, View
 from trnsim.nki.views import DynSlice
+from trnsim.program import capture_location
 
 Box = list[tuple[int, int]]
 
@@ -188,12 +189,22 @@ class tensor:  # noqa: N801 - NKI's class name
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Any:
+        try:
+            return self._index(key)
+        except KernelError as e:
+            raise e.with_loc(capture_location()) from None
+
+    def _index(self, key: Any) -> Any:
         self._ready()
         key = key if isinstance(key, tuple) else (key,)
-        if any(isinstance(k, tensor) for k in key):
-            from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
+        from trnsim.compat.neuronxcc.nki import _indirect
 
-            return IndirectAccess(self, key)
+        if any(isinstance(k, _indirect.DynIndex) or (isinstance(k, DynSlice)
+                                                     and isinstance(k.start, tensor))
+               for k in key):
+            return _indirect.DynamicAccess(self, key)
+        if any(isinstance(k, tensor) for k in key):
+            return _indirect.IndirectAccess(self, key)
         if any(isinstance(k, Predicate) for k in key):
             raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
                            "operand masks inside subscripts (t[pred]) are not simulated; pass "
@@ -348,6 +359,11 @@ class tensor:  # noqa: N801 - NKI's class name
         if shape is not None:
             lead = len(shape) - len(cur)
             coefs = [[0] * lead + r for r in coefs]
+            old = (1,) * lead + tuple(cur)
+            for r in coefs:  # a size-1 axis stretched to n reads its one element n times
+                for j, (m, n) in enumerate(zip(old, shape, strict=True)):
+                    if m == 1 and n != 1:
+                        r[j] = 0
             cur = tuple(shape)
         return self._derive(consts, coefs, cur)
 

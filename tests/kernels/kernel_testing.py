@@ -1,0 +1,50 @@
+"""Helpers for the kernel-library tests: inputs, tolerances and error-location checks."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import nki
+import numpy as np
+import pytest
+
+from trnsim.errors import ConstraintError
+from trnsim.nki.runner import run_kernel
+
+BF16 = ml_dtypes.bfloat16
+# Tolerances relative to max |reference| for results rounded once to the output dtype (plus
+# fp32 accumulation): bf16 keeps 8 significant bits, fp16 11, fp32 24.
+RTOL = {"bfloat16": 2**-7, "float16": 2**-10, "float32": 1e-5}
+
+
+def randn(rng: np.random.Generator, shape: tuple[int, ...], dtype, scale: float = 1.0):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+def assert_close(got, want, dtype_name: str, factor: float = 1.0, abs_frac: float = 1 / 64) -> None:
+    """|got - want| <= factor * RTOL[dtype] * (|want| + abs_frac * max|want|), elementwise.
+
+    abs_frac = 1 suits sums with cancellation (attention, MoE), where the error scales with
+    the terms rather than with the result."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    assert got.shape == want.shape
+    tol = factor * RTOL[dtype_name]
+    scale = float(np.max(np.abs(want))) or 1.0
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * scale * abs_frac)
+
+
+def program_of(kernel, *args, chip: str = "trn3", **kwargs):
+    """The instruction record of one launch (no timing)."""
+    return run_kernel(kernel, args, kwargs, chip=chip).program
+
+
+def assert_rejected(match: str, kernel, *args, chip: str = "trn3", **kwargs) -> None:
+    """The launch raises ConstraintError(match), located at this helper's call of the kernel
+    (the kernel's caller), with no simulator-internal path in the message."""
+    with pytest.raises(ConstraintError, match=match) as exc:
+        nki.simulate(kernel, chip=chip)(*args, **kwargs)  # the expected location
+    loc = exc.value.loc
+    assert loc is not None
+    assert loc.filename == __file__
+    assert "nki.simulate(kernel, chip=chip)" in loc.code
+    assert "/trnsim/" not in str(exc.value)

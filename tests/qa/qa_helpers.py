@@ -1,0 +1,47 @@
+"""Helpers for the QA error tests: run a buggy kernel, check the error class, the user's line,
+the message words and that no simulator path leaks into the text."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import nki
+import numpy as np
+import pytest
+from trnsim.errors import KernelError, TrnsimError, UnsupportedError
+
+X = np.ones((128, 64), np.float32)
+
+
+def bug_lines(kernel) -> list[int]:
+    """Absolute line numbers of the lines marked `# BUG` in the kernel's source."""
+    fn = getattr(kernel, "fn", kernel)
+    src, start = inspect.getsourcelines(fn)
+    lines = [start + i for i, text in enumerate(src) if "# BUG" in text]
+    assert lines, f"kernel {fn.__name__} has no '# BUG' marker"
+    return lines
+
+
+def expect_error(kernel, exc_type, *words, args=(X,), **sim_options):
+    """Run `kernel`; it must raise `exc_type` (a trnsim error) at its `# BUG` line, whose
+    message contains every regex in `words`. Returns the exception."""
+    assert issubclass(exc_type, (KernelError, UnsupportedError))
+    try:
+        nki.simulate(kernel, **sim_options)(*args)
+    except TrnsimError as e:
+        exc = e
+    except Exception as e:  # noqa: BLE001 - the point is to catch non-trnsim exceptions
+        pytest.fail(f"kernel mistake raised a non-trnsim {type(e).__name__}: {e}")
+    else:
+        pytest.fail(f"{getattr(kernel, '__name__', kernel)}: no error raised")
+    assert isinstance(exc, exc_type), f"expected {exc_type.__name__}, got {type(exc).__name__}: {exc}"
+    text = str(exc)
+    assert "/trnsim/" not in text, text
+    loc = getattr(exc, "loc", None)
+    assert loc is not None, f"error has no source location: {text}"
+    assert loc.lineno in bug_lines(kernel), f"error at line {loc.lineno}, expected {bug_lines(kernel)}"
+    message = getattr(exc, "message", text)
+    for w in words:
+        assert re.search(w, message), f"{w!r} not in message: {message}"
+    return exc
