@@ -122,6 +122,16 @@ def _copy_out(dst, acc, row0: int, col0: int, engine) -> None:
     nisa.tensor_copy(dst=dst, src=acc, engine=engine)
 
 
+def _load_block(src, c0: int, width: int, k_tiles: int, name: str):
+    """Columns c0..c0+width of a [K, C] HBM operand as [128, K/128, w] in SBUF (K tile kt on
+    column kt; w = width clipped to C): one DMA per K tile, w * itemsize bytes per partition."""
+    w = min(width, src.shape[1] - c0)
+    t = nl.ndarray((P_MAX, k_tiles, w), dtype=src.dtype, buffer=nl.sbuf, name=name)
+    for kt in nl.affine_range(k_tiles):
+        nisa.dma_copy(dst=t[:, kt, :], src=src[kt * P_MAX : (kt + 1) * P_MAX, c0 : c0 + w])
+    return t
+
+
 def blocked_matmul(lhsT, rhs, out, evacuate: Callable[..., None]) -> None:
     """The loop nest of `matmul`, with the PSUM evacuation left to the caller.
 
@@ -135,27 +145,23 @@ def blocked_matmul(lhsT, rhs, out, evacuate: Callable[..., None]) -> None:
     dtype = lhsT.dtype
     k_tiles = k // P_MAX
     block_m, block_n = _block_sizes(k, m, n, dtype.itemsize)
+    n_nb, n_mb = -(-n // block_n), -(-m // block_m)
 
-    for nb in nl.affine_range(-(-n // block_n)):
+    lhs_next = _load_block(lhsT, 0, block_m, k_tiles, "lhsT_blk")
+    for nb in nl.affine_range(n_nb):
         n0 = nb * block_n
         bn = min(block_n, n - n0)
-        # The resident rhs block: one DMA per K tile, bn * itemsize bytes per partition.
-        rhs_sb = nl.ndarray((P_MAX, k_tiles, bn), dtype=dtype, buffer=nl.sbuf, name="rhs_blk")
-        for kt in nl.affine_range(k_tiles):
-            nisa.dma_copy(
-                dst=rhs_sb[:, kt, :], src=rhs[kt * P_MAX : (kt + 1) * P_MAX, n0 : n0 + bn]
-            )
-
-        for mb in nl.affine_range(-(-m // block_m)):
+        rhs_sb = _load_block(rhs, n0, bn, k_tiles, "rhs_blk")  # resident for every mb
+        for mb in nl.affine_range(n_mb):
             m0 = mb * block_m
             bm = min(block_m, m - m0)
-            # Allocated inside the loop body: successive blocks get distinct buffers, so the
-            # next block's loads overlap this block's matmuls (double buffering).
-            lhs_sb = nl.ndarray((P_MAX, k_tiles, bm), dtype=dtype, buffer=nl.sbuf, name="lhsT_blk")
-            for kt in nl.affine_range(k_tiles):
-                nisa.dma_copy(
-                    dst=lhs_sb[:, kt, :], src=lhsT[kt * P_MAX : (kt + 1) * P_MAX, m0 : m0 + bm]
-                )
+            lhs_sb = lhs_next
+            # Prefetch: the next lhsT block (block 0 again for the next rhs block) is loaded
+            # before this block's matmuls, so its DMAs overlap them rather than queue behind
+            # this block's stores. Allocated in the loop body, so it gets a fresh buffer.
+            if nb < n_nb - 1 or mb < n_mb - 1:
+                nxt = (mb + 1) % n_mb
+                lhs_next = _load_block(lhsT, nxt * block_m, block_m, k_tiles, "lhsT_blk")
 
             for mt in nl.affine_range(bm // TILE_M):
                 r0 = m0 + mt * TILE_M

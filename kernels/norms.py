@@ -11,13 +11,11 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
 
-from ._common import fail
+from ._common import P_MAX, fail, prefetched_row_blocks, row_block, row_group
 
-P_MAX = 128  # rows per tile, one per partition (pmax)
-MIN_DMA_BYTES = 2048  # bytes per partition below which a DMA's fixed cost (~2 us) dominates
 BN_STATS_FMAX = 512  # elements per bn_stats instruction (bn_stats_fmax)
 BN_STATS_WIDTH = 6  # bn_stats output per partition: (count, mean, var*count) x (even, odd)
-SBUF_SHARE = 0.5  # share of usable SBUF for one row block and its result (two in flight)
+SBUF_SHARE = 0.5  # share of usable SBUF for the row blocks in flight and their results
 DTYPES = ("bfloat16", "float16", "float32")
 
 
@@ -26,33 +24,14 @@ def _check_rows(x, vectors: dict, what: str) -> tuple[int, int, int]:
     if len(x.shape) != 2:
         fail(f"{what}: x must be 2-D [N, D], got shape {list(x.shape)}")
     n, d = x.shape
-    if n <= 0 or n % P_MAX:
-        fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
     if x.dtype not in DTYPES:
         fail(f"{what}: x dtype {x.dtype} is not one of {', '.join(DTYPES)}")
     for name, t in vectors.items():
         if tuple(t.shape) != (d,):
             fail(f"{what}: {name} must have shape [D]=[{d}], got {list(t.shape)}")
-    # Per block: x, the result and fp32 scratch, two blocks in flight.
+    # Per row: x, the result and fp32 scratch.
     per_row = d * (2 * x.dtype.itemsize + 4)
-    budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE / 2
-    if per_row > budget:
-        fail(
-            f"{what}: D={d} needs {per_row} bytes per partition per row; at most {int(budget)} fit"
-        )
-    g = max(1, -(-MIN_DMA_BYTES // (d * x.dtype.itemsize)))
-    while g > 1 and ((n // P_MAX) % g or g * per_row > budget):
-        g -= 1
-    return n, d, g
-
-
-def _rows(x, b: int, g: int, d: int):
-    """Block b of G*128 rows as [128, G, D]: row b*G*128 + p*G + j at partition p, slot j.
-
-    Each partition then reads one contiguous run of G*D elements.
-    """
-    r0 = b * g * P_MAX
-    return x[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d))
+    return n, d, row_group(n, d, x.dtype.itemsize, per_row, SBUF_SHARE, what)
 
 
 def _broadcast_row(vec, d: int, name: str):
@@ -67,7 +46,7 @@ def rmsnorm(x, w, eps=1e-6):
     """RMSNorm over the last axis: ``y = x / sqrt(mean(x^2) + eps) * w``.
 
     Rows are spread over partitions, G rows per partition per block so each load and store
-    moves >= 2 KiB per partition. Per row: ScalarE squares and sums in one instruction
+    moves >= 2 KiB per partition; block b+1 is loaded while block b is computed. Per row: ScalarE squares and sums in one instruction
     (activation with the accumulator), ScalarE gives ``rsqrt(ss / D + eps)`` for the G rows
     of a block at once, and VectorE applies ``(x * rstd) * w`` in one fused instruction.
 
@@ -92,9 +71,7 @@ def rmsnorm(x, w, eps=1e-6):
     eps_t = nl.ndarray((P_MAX, 1), dtype=nl.float32, buffer=nl.sbuf, name="eps")
     nisa.memset(dst=eps_t, value=float(eps))
 
-    for b in nl.affine_range(n // (g * P_MAX)):
-        xt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="x_blk")
-        nisa.dma_copy(dst=xt, src=_rows(x, b, g, d))
+    for b, (xt,) in prefetched_row_blocks(g, "x_blk", x):
         sq = nl.ndarray((P_MAX, d), dtype=nl.float32, buffer=nl.sbuf, name="x_sq")
         ss = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="sum_sq")
         for j in nl.affine_range(g):
@@ -118,7 +95,7 @@ def rmsnorm(x, w, eps=1e-6):
                 op1=nl.multiply,
                 operand1=w_b,
             )
-        nisa.dma_copy(dst=_rows(out, b, g, d), src=yt)
+        nisa.dma_copy(dst=row_block(out, b, g), src=yt)
     return out
 
 
@@ -154,9 +131,7 @@ def layernorm(x, gamma, beta, eps=1e-5):
     nisa.memset(dst=eps_t, value=float(eps))
     n_chunks = -(-d // BN_STATS_FMAX)
 
-    for b in nl.affine_range(n // (g * P_MAX)):
-        xt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="x_blk")
-        nisa.dma_copy(dst=xt, src=_rows(x, b, g, d))
+    for b, (xt,) in prefetched_row_blocks(g, "x_blk", x):
         yt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="y_blk")
         for j in nl.affine_range(g):
             stats = nl.ndarray(
@@ -186,7 +161,7 @@ def layernorm(x, gamma, beta, eps=1e-5):
                 op1=nl.add,
                 operand1=beta_b,
             )
-        nisa.dma_copy(dst=_rows(out, b, g, d), src=yt)
+        nisa.dma_copy(dst=row_block(out, b, g), src=yt)
     return out
 
 

@@ -50,10 +50,35 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
                    help="one DMA row per queue (default) or per DMA engine")
 
 
+def _split_trailing_options(args: argparse.Namespace) -> None:
+    """`trnsim profile SCRIPT ARGS... -o X --png Y --chip Z`: our options may follow the
+    script's arguments; everything after `--` goes to the script untouched."""
+    names = {"-o": "output", "--output": "output", "--png": "png", "--chip": "chip",
+             "--dma-rows": "dma_rows"}
+    rest, script_args = list(args.script_args), []
+    while rest:
+        tok = rest.pop(0)
+        if tok == "--":
+            script_args += rest
+            break
+        key, _, val = tok.partition("=")
+        if key in names:
+            if not val:
+                if not rest:
+                    raise SystemExit(f"trnsim profile: {key} needs a value")
+                val = rest.pop(0)
+            setattr(args, names[key], val)
+        else:
+            script_args.append(tok)
+    args.script_args = script_args
+
+
 @command("profile", "run a script and record every kernel launch as a timeline",
          _configure_profile)
 def _profile(args: argparse.Namespace) -> int:
     from trnsim import report
+
+    _split_trailing_options(args)
     from trnsim.nki.runner import record_launches, stop_recording
     from trnsim.timing.profile import time_program
     from trnsim.viz import plot

@@ -26,8 +26,21 @@ def _colour(category: str) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
+# Counters drawn beneath the lanes, most telling first.
+COUNTER_ORDER = ("HBM throughput", "TensorE utilization", "SBUF usage", "PSUM usage",
+                 "Pending DMA count", "TensorE throttle", "DMA throughput")
+
+
+def _counter_rank(c: object) -> tuple[int, str]:
+    name = getattr(c, "track", "")
+    for i, prefix in enumerate(COUNTER_ORDER):
+        if name.startswith(prefix):
+            return i, name
+    return len(COUNTER_ORDER), name
+
+
 def plot(trace: Trace, path: str, window_us: tuple[float, float] | None = None,
-         title: str | None = None, max_counters: int = 4, dpi: int = 110) -> str:
+         title: str | None = None, max_counters: int = 5, dpi: int = 110) -> str:
     """Draw the trace into a PNG: one row per track, counters below, time in µs."""
     import matplotlib
 
@@ -36,7 +49,7 @@ def plot(trace: Trace, path: str, window_us: tuple[float, float] | None = None,
     from matplotlib.patches import Patch
 
     tracks = [name for name, _ in trace.tracks if any(s.track == name for s in trace.slices)]
-    counters = [c for c in trace.counters if c.points][:max_counters]
+    counters = sorted((c for c in trace.counters if c.points), key=_counter_rank)[:max_counters]
     lo, hi = window_us if window_us else (0.0, max((s.end_ns for s in trace.slices),
                                                    default=1.0) / 1000.0)
     n_rows = len(tracks)

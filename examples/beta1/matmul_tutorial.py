@@ -174,8 +174,8 @@ if __name__ == "__main__":
     rhs = rng.standard_normal((128, 512)).astype(np.float32)
     np.testing.assert_allclose(matmul_basic(lhsT, rhs), reference(lhsT, rhs), rtol=1e-4,
                                atol=1e-4)
-    lhsT = rng.standard_normal((512, 512)).astype(np.float32)
-    rhs = rng.standard_normal((512, 2048)).astype(np.float32)
+    lhsT = rng.standard_normal((256, 256)).astype(np.float32)
+    rhs = rng.standard_normal((256, 1024)).astype(np.float32)
     want = reference(lhsT, rhs)
     for kernel in (matmul_tiled, matmul_hoisted, matmul_blocked, matmul_optimized):
         np.testing.assert_allclose(kernel(lhsT, rhs), want, rtol=1e-4, atol=1e-3,

@@ -3,24 +3,39 @@ the message words and that no simulator path leaks into the text."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
+import textwrap
 
 import nki
 import numpy as np
 import pytest
+
 from trnsim.errors import KernelError, TrnsimError, UnsupportedError
 
 X = np.ones((128, 64), np.float32)
 
 
 def bug_lines(kernel) -> list[int]:
-    """Absolute line numbers of the lines marked `# BUG` in the kernel's source."""
+    """Absolute line numbers of the statements marked `# BUG` in the kernel's source: the marked
+    line itself and the first line of the statement that contains it (ruff format may split a
+    long call over several lines)."""
     fn = getattr(kernel, "fn", kernel)
     src, start = inspect.getsourcelines(fn)
-    lines = [start + i for i, text in enumerate(src) if "# BUG" in text]
-    assert lines, f"kernel {fn.__name__} has no '# BUG' marker"
-    return lines
+    marked = {start + i for i, text in enumerate(src) if "# BUG" in text}
+    assert marked, f"kernel {fn.__name__} has no '# BUG' marker"
+    tree = ast.parse(textwrap.dedent("".join(src)))
+    spans = [
+        (start + node.lineno - 1, start + node.end_lineno - 1)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt) and not isinstance(node, ast.FunctionDef)
+    ]
+    lines = set(marked)
+    for m in marked:  # the innermost statement containing the marker
+        inner = min((sp for sp in spans if sp[0] <= m <= sp[1]), key=lambda sp: sp[1] - sp[0])
+        lines.add(inner[0])
+    return sorted(lines)
 
 
 def expect_error(kernel, exc_type, *words, args=(X,), **sim_options):
@@ -31,16 +46,20 @@ def expect_error(kernel, exc_type, *words, args=(X,), **sim_options):
         nki.simulate(kernel, **sim_options)(*args)
     except TrnsimError as e:
         exc = e
-    except Exception as e:  # noqa: BLE001 - the point is to catch non-trnsim exceptions
+    except Exception as e:
         pytest.fail(f"kernel mistake raised a non-trnsim {type(e).__name__}: {e}")
     else:
         pytest.fail(f"{getattr(kernel, '__name__', kernel)}: no error raised")
-    assert isinstance(exc, exc_type), f"expected {exc_type.__name__}, got {type(exc).__name__}: {exc}"
+    assert isinstance(exc, exc_type), (
+        f"expected {exc_type.__name__}, got {type(exc).__name__}: {exc}"
+    )
     text = str(exc)
     assert "/trnsim/" not in text, text
     loc = getattr(exc, "loc", None)
     assert loc is not None, f"error has no source location: {text}"
-    assert loc.lineno in bug_lines(kernel), f"error at line {loc.lineno}, expected {bug_lines(kernel)}"
+    assert loc.lineno in bug_lines(kernel), (
+        f"error at line {loc.lineno}, expected {bug_lines(kernel)}"
+    )
     message = getattr(exc, "message", text)
     for w in words:
         assert re.search(w, message), f"{w!r} not in message: {message}"

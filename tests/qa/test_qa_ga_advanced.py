@@ -11,9 +11,9 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from trnsim.errors import ConstraintError, OutOfBoundsError
-
 from qa_helpers import expect_error
+
+from trnsim.errors import ConstraintError, OutOfBoundsError
 
 
 def _out(view):
@@ -30,12 +30,28 @@ def sum_of_squares_in_chunks(x):
     nisa.dma_copy(dst=t, src=x)
     sq = nl.ndarray((p, n), dtype=nl.float32, buffer=nl.sbuf)
     r = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=sq[:, 0:c], op=nl.square, data=t[:, 0:c], reduce_op=nl.add,
-                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
-    nisa.activation(dst=sq[:, c : 2 * c], op=nl.square, data=t[:, c : 2 * c], reduce_op=nl.add,
-                    reduce_cmd=nisa.reduce_cmd.reduce)
-    nisa.activation(dst=sq[:, 2 * c : n], op=nl.square, data=t[:, 2 * c : n], reduce_op=nl.add,
-                    reduce_res=r, reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.activation(
+        dst=sq[:, 0:c],
+        op=nl.square,
+        data=t[:, 0:c],
+        reduce_op=nl.add,
+        reduce_cmd=nisa.reduce_cmd.reset_reduce,
+    )
+    nisa.activation(
+        dst=sq[:, c : 2 * c],
+        op=nl.square,
+        data=t[:, c : 2 * c],
+        reduce_op=nl.add,
+        reduce_cmd=nisa.reduce_cmd.reduce,
+    )
+    nisa.activation(
+        dst=sq[:, 2 * c : n],
+        op=nl.square,
+        data=t[:, 2 * c : n],
+        reduce_op=nl.add,
+        reduce_res=r,
+        reduce_cmd=nisa.reduce_cmd.reduce,
+    )
     return _out(r)
 
 
@@ -69,8 +85,9 @@ def scale_and_rowmax(x):
     nisa.dma_copy(dst=t, src=x)
     o = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
     r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_reduce(dst=o, data=t, op0=nl.multiply, operand0=2.0,
-                              reduce_op=nl.maximum, reduce_res=r)
+    nisa.tensor_scalar_reduce(
+        dst=o, data=t, op0=nl.multiply, operand0=2.0, reduce_op=nl.maximum, reduce_res=r
+    )
     return _out(o), _out(r)
 
 
@@ -104,8 +121,9 @@ def embedding_ap(table, ids):
     it = nl.ndarray((n, 1), dtype=ids.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=it, src=ids)
     rows = nl.ndarray((n, d), dtype=table.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=rows, src=table.ap(pattern=[[d, n], [1, d]], offset=0, vector_offset=it,
-                                         indirect_dim=0))
+    nisa.dma_copy(
+        dst=rows, src=table.ap(pattern=[[d, n], [1, d]], offset=0, vector_offset=it, indirect_dim=0)
+    )
     return _out(rows)
 
 
@@ -140,8 +158,10 @@ def window_at_runtime_offset(table, start):
     s = nl.ndarray((1, 1), dtype=start.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=s, src=start)
     rows = nl.ndarray((4, table.shape[1]), dtype=table.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=rows, src=table.ap(pattern=[[table.shape[1], 4], [1, table.shape[1]]],
-                                         offset=0, scalar_offset=s))
+    nisa.dma_copy(
+        dst=rows,
+        src=table.ap(pattern=[[table.shape[1], 4], [1, table.shape[1]]], offset=0, scalar_offset=s),
+    )
     return _out(rows)
 
 
@@ -151,9 +171,12 @@ def test_scalar_offset_window(rng):
     np.testing.assert_array_equal(out, table[7:11])
 
 
-@pytest.mark.xfail(strict=True, reason="runtime scalar_offset overflow message says 'scalar "
-                   "offset 48 is outside [0, 50)' although 48 is inside; it should name the "
-                   "reached row 48+2=50")
+@pytest.mark.xfail(
+    strict=True,
+    reason="runtime scalar_offset overflow message says 'scalar "
+    "offset 48 is outside [0, 50)' although 48 is inside; it should name the "
+    "reached row 48+2=50",
+)
 def test_scalar_offset_overflow_message(rng):
     table = rng.standard_normal((50, 16)).astype(np.float32)
     with pytest.raises(OutOfBoundsError) as exc:
@@ -236,9 +259,12 @@ def k_partition_stride_compute(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="compute engines accept a partition-strided operand "
-                   "(t[::2, :]) and return the numpy answer, although partitions must be dense "
-                   "(the same access via .ap() is rejected)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="compute engines accept a partition-strided operand "
+    "(t[::2, :]) and return the numpy answer, although partitions must be dense "
+    "(the same access via .ap() is rejected)",
+)
 def test_partition_stride_rejected_on_compute_engines():
     expect_error(k_partition_stride_compute, ConstraintError, "partition", "step|stride")
 
@@ -251,8 +277,11 @@ def k_partition_reverse_compute(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="compute engines accept a reversed partition axis "
-                   "(t[::-1, :]): a silent cross-partition permutation hardware cannot do")
+@pytest.mark.xfail(
+    strict=True,
+    reason="compute engines accept a reversed partition axis "
+    "(t[::-1, :]): a silent cross-partition permutation hardware cannot do",
+)
 def test_partition_reverse_rejected_on_compute_engines():
     expect_error(k_partition_reverse_compute, ConstraintError, "partition")
 
@@ -283,7 +312,9 @@ _ACT = {
     "relu": (lambda v: np.maximum(v, 0), False),
     "gelu": (lambda v: 0.5 * v * (1 + _ERF(v / np.sqrt(2))), False),
     "gelu_apprx_tanh": (
-        lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3))), False),
+        lambda v: 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v**3))),
+        False,
+    ),
     "silu": (lambda v: v / (1 + np.exp(-v)), False),
     "softplus": (lambda v: np.log1p(np.exp(v)), False),
     "erf": (_ERF, False),

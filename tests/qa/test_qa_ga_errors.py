@@ -7,9 +7,9 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from trnsim.errors import ConstraintError, OutOfBoundsError
-
 from qa_helpers import X, expect_error
+
+from trnsim.errors import ConstraintError, OutOfBoundsError
 
 X256 = np.ones((256, 64), np.float32)
 
@@ -39,7 +39,7 @@ def test_reshape_changes_partition_dim():
 
 
 def k_nl_load_256(a):
-    t = nl.load(a)  # BUG
+    nl.load(a)  # BUG
     return a
 
 
@@ -225,7 +225,9 @@ def k_affine_select_psum(a):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
     s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=s, value=1.0)
-    nisa.affine_select(dst=t, pattern=[[-1, 64]], channel_multiplier=1, on_true_tile=s, on_false_value=0.0)  # BUG  # noqa: E501
+    nisa.affine_select(
+        dst=t, pattern=[[-1, 64]], channel_multiplier=1, on_true_tile=s, on_false_value=0.0
+    )  # BUG
     return a
 
 
@@ -362,8 +364,9 @@ def k_matmul_fp8fn_trn2(a):
 
 
 def test_matmul_fp8_e4m3fn_on_trn2():
-    expect_error(k_matmul_fp8fn_trn2, ConstraintError, "stationary", "float8_e4m3fn", "trn2",
-                 chip="trn2")
+    expect_error(
+        k_matmul_fp8fn_trn2, ConstraintError, "stationary", "float8_e4m3fn", "trn2", chip="trn2"
+    )
 
 
 def k_vector_transpose_64(a):
@@ -666,8 +669,11 @@ def test_numpy_array_as_operand():
     assert len(exc.message) < 400, f"message dumps the whole array: {len(exc.message)} chars"
 
 
-@pytest.mark.xfail(strict=True, reason="a float nl.ds start (1.5) is silently truncated to 1 "
-                   "instead of being rejected: silent wrong answer")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a float nl.ds start (1.5) is silently truncated to 1 "
+    "instead of being rejected: silent wrong answer",
+)
 def test_float_ds_start():
     def k_float_ds(a):
         t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
@@ -677,8 +683,11 @@ def test_float_ds_start():
     expect_error(k_float_ds, ConstraintError, "1.5")
 
 
-@pytest.mark.xfail(strict=True, reason="float python slice bounds raise a bare TypeError "
-                   "('slice indices must be integers') with no trnsim location")
+@pytest.mark.xfail(
+    strict=True,
+    reason="float python slice bounds raise a bare TypeError "
+    "('slice indices must be integers') with no trnsim location",
+)
 def test_float_slice_bounds():
     def k_float_slice(a):
         t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
@@ -688,8 +697,11 @@ def test_float_slice_bounds():
     expect_error(k_float_slice, ConstraintError, "2.0")
 
 
-@pytest.mark.xfail(strict=True, reason="missing required nisa argument raises a bare TypeError "
-                   "instead of a KernelError at the user's line")
+@pytest.mark.xfail(
+    strict=True,
+    reason="missing required nisa argument raises a bare TypeError "
+    "instead of a KernelError at the user's line",
+)
 def test_missing_required_argument():
     def k_missing(a):
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
@@ -699,8 +711,11 @@ def test_missing_required_argument():
     expect_error(k_missing, ConstraintError, "operand0")
 
 
-@pytest.mark.xfail(strict=True, reason="Beta-1 keyword (mask=) on a GA nisa call raises a bare "
-                   "TypeError instead of a KernelError naming the GA signature")
+@pytest.mark.xfail(
+    strict=True,
+    reason="Beta-1 keyword (mask=) on a GA nisa call raises a bare "
+    "TypeError instead of a KernelError naming the GA signature",
+)
 def test_beta1_keyword_on_ga_call():
     def k_mask(a):
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
@@ -725,14 +740,20 @@ def k_return_sbuf(a):
     return t  # BUG
 
 
-@pytest.mark.xfail(strict=True, reason="returning an nl.hbm tensor is rejected but the error "
-                   "has no source location (loc is None): it should point at the return line")
+@pytest.mark.xfail(
+    strict=True,
+    reason="returning an nl.hbm tensor is rejected but the error "
+    "has no source location (loc is None): it should point at the return line",
+)
 def test_return_private_hbm_points_at_return():
     expect_error(k_return_private_hbm, ConstraintError, "shared_hbm")
 
 
-@pytest.mark.xfail(strict=True, reason="returning an SBUF tensor is rejected but the error has "
-                   "no source location (loc is None)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="returning an SBUF tensor is rejected but the error has "
+    "no source location (loc is None)",
+)
 def test_return_sbuf_points_at_return():
     from trnsim.errors import KernelError
 
@@ -742,9 +763,29 @@ def test_return_sbuf_points_at_return():
 def test_returned_outputs_are_rejected_without_location():
     """The message part is right even though the location is missing (see the xfails)."""
     import nki
+
     from trnsim.errors import KernelError
 
     with pytest.raises(KernelError, match="shared_hbm"):
         nki.simulate(k_return_private_hbm)(X)
     with pytest.raises(KernelError, match="sbuf"):
         nki.simulate(k_return_sbuf)(X)
+
+
+def k_sbuf_past_usable(a):
+    fmax = nl.tile_size.sbuf_fmax  # usable fp32 elements per partition on this chip
+    t = nl.ndarray((128, fmax + 1000), dtype=nl.float32, buffer=nl.sbuf)  # BUG
+    nisa.memset(dst=t, value=0.0)
+    return a
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="SBUF allocation capacity is the full 256 KiB/partition while nl.tile_size.sbuf_fmax "
+    "(and total_available_sbuf_size) report 245752 usable bytes on trn3: a tile larger than "
+    "sbuf_fmax allocates fine",
+)
+def test_sbuf_allocation_respects_usable_size():
+    from trnsim.errors import AllocationError
+
+    expect_error(k_sbuf_past_usable, AllocationError, "sbuf")

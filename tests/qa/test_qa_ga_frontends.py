@@ -11,6 +11,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+
 from trnsim.errors import ConstraintError
 
 torch = pytest.importorskip("torch")
@@ -30,7 +31,8 @@ def test_jit_with_nki_simulator_env_and_torch(monkeypatch):
     monkeypatch.setenv("NKI_SIMULATOR", "1")
     x = torch.randn(64, 32)
     y = add_one(x)
-    assert isinstance(y, torch.Tensor) and y.dtype == torch.float32
+    assert isinstance(y, torch.Tensor)
+    assert y.dtype == torch.float32
     assert torch.equal(y, x + 1)
 
 
@@ -72,7 +74,7 @@ def _version_kernel(dummy):
     return out
 
 
-@pytest.mark.parametrize("target,gen", [("trn2", 3), ("gen3", 3), ("trn3", 4), ("gen4", 4)])
+@pytest.mark.parametrize(("target", "gen"), [("trn2", 3), ("gen3", 3), ("trn3", 4), ("gen4", 4)])
 def test_platform_target_env(monkeypatch, target, gen):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", target)
     out = nki.simulate(_version_kernel)(np.zeros((1, 1), np.float32))
@@ -130,7 +132,8 @@ def test_tile_size_follows_chip():
 
     nki.simulate(kernel, chip="trn2")(np.zeros((1, 1), np.float32))
     assert seen["v"] == 512
-    assert nl.tile_size.pmax == 128 and nl.tile_size.gemm_stationary_fmax == 128
+    assert nl.tile_size.pmax == 128
+    assert nl.tile_size.gemm_stationary_fmax == 128
 
 
 def exp_vector_engine(x):
@@ -237,3 +240,26 @@ def test_nl_copy_psum_to_sbuf_idiom(rng):
     w = rng.standard_normal((32, 24)).astype(np.float32)
     out = nki.simulate(nl_copy_from_psum_then_store)(x_t, w)
     np.testing.assert_allclose(out, x_t.astype(np.float64).T @ w, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def double_in_place(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=a, src=t)
+
+
+def test_torch_input_updated_in_place(monkeypatch):
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    x = torch.arange(16, dtype=torch.float32).reshape(4, 4)
+    double_in_place(x)
+    assert torch.equal(x, torch.arange(16, dtype=torch.float32).reshape(4, 4) * 2)
+
+
+def test_fp8_matmul_exact_products(rng):
+    a_t = rng.standard_normal((128, 64)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((128, 96)).astype(ml_dtypes.float8_e4m3fn)
+    out = nki.simulate(wide_matmul)(a_t, b)
+    ref = a_t.astype(np.float64).T @ b.astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)

@@ -1,4 +1,4 @@
-"""QA: realistic GA (`import nki`) kernels, written in the public nki-library idioms, run unmodified.
+"""QA: realistic GA (`import nki`) kernels in the public nki-library idioms, run unmodified.
 
 Each kernel is our own; the reference is numpy in float64, tolerances are per dtype.
 """
@@ -205,8 +205,12 @@ def transpose_via_identity_matmul(x):
     nisa.memset(dst=ones, value=1.0)
     # keep where (p - j) == 0
     nisa.affine_select(
-        dst=ident, pattern=[[-1, m]], channel_multiplier=1, on_true_tile=ones,
-        on_false_value=0.0, cmp_op=nl.equal,
+        dst=ident,
+        pattern=[[-1, m]],
+        channel_multiplier=1,
+        on_true_tile=ones,
+        on_false_value=0.0,
+        cmp_op=nl.equal,
     )
     acc = nl.ndarray((n, m), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=acc, stationary=t, moving=ident)
@@ -222,7 +226,7 @@ def test_transpose_via_identity_matmul(rng):
     np.testing.assert_allclose(out, x.T, rtol=1e-6, atol=1e-6)
 
 
-# ---------------------------------------------------------------- softmax (ISA) and with nl wrappers
+# ---------------------------------------------------------------- softmax: ISA and nl wrappers
 
 
 def softmax_isa(x):
@@ -237,8 +241,16 @@ def softmax_isa(x):
         nisa.tensor_scalar(dst=neg, data=mx, op0=nl.multiply, operand0=-1.0)
         e = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
         s = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=e, op=nl.exp, data=t, bias=neg, scale=1.0,
-                        reduce_op=nl.add, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activation(
+            dst=e,
+            op=nl.exp,
+            data=t,
+            bias=neg,
+            scale=1.0,
+            reduce_op=nl.add,
+            reduce_res=s,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+        )
         r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(dst=r, data=s)
         o = nl.ndarray((P, n), dtype=x.dtype, buffer=nl.sbuf)
@@ -306,15 +318,32 @@ def rmsnorm(x, g, eps):
         nisa.dma_copy(dst=t[0:rows, :], src=x[nl.ds(i * P, rows), :])
         sq = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
         ss = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation_reduce(dst=sq[0:rows, :], op=nl.square, data=t[0:rows, :],
-                               reduce_op=nl.add, reduce_res=ss[0:rows, :])
+        nisa.activation_reduce(
+            dst=sq[0:rows, :],
+            op=nl.square,
+            data=t[0:rows, :],
+            reduce_op=nl.add,
+            reduce_res=ss[0:rows, :],
+        )
         rs = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=rs[0:rows, :], data=ss[0:rows, :], op0=nl.multiply,
-                           operand0=1.0 / n, op1=nl.add, operand1=eps)
+        nisa.tensor_scalar(
+            dst=rs[0:rows, :],
+            data=ss[0:rows, :],
+            op0=nl.multiply,
+            operand0=1.0 / n,
+            op1=nl.add,
+            operand1=eps,
+        )
         nisa.activation(dst=rs[0:rows, :], op=nl.rsqrt, data=rs[0:rows, :])
         o = nl.ndarray((P, n), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=o[0:rows, :], data=t[0:rows, :], op0=nl.multiply,
-                                  operand0=rs[0:rows, :], op1=nl.multiply, operand1=gt[0:rows, :])
+        nisa.scalar_tensor_tensor(
+            dst=o[0:rows, :],
+            data=t[0:rows, :],
+            op0=nl.multiply,
+            operand0=rs[0:rows, :],
+            op1=nl.multiply,
+            operand1=gt[0:rows, :],
+        )
         nisa.dma_copy(dst=out[nl.ds(i * P, rows), :], src=o[0:rows, :])
     return out
 
@@ -348,11 +377,13 @@ def layernorm_bn(x, gamma, beta, eps):
         mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
         nisa.bn_aggr(dst=mv, data=stats)
         rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=eps,
-                           op1=nl.rsqrt, operand1=None)
+        nisa.tensor_scalar(
+            dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=eps, op1=nl.rsqrt, operand1=None
+        )
         y = nl.ndarray((P, n), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=y, data=t, op0=nl.subtract, operand0=mv[:, 0:1],
-                           op1=nl.multiply, operand1=rstd)
+        nisa.tensor_scalar(
+            dst=y, data=t, op0=nl.subtract, operand0=mv[:, 0:1], op1=nl.multiply, operand1=rstd
+        )
         nisa.tensor_tensor(dst=y, data1=y, data2=gt, op=nl.multiply)
         o = nl.ndarray((P, n), dtype=x.dtype, buffer=nl.sbuf)
         nisa.tensor_tensor(dst=o, data1=y, data2=bt, op=nl.add)
@@ -393,15 +424,27 @@ def causal_attention(q_t, k_t, v):
     nisa.activation(dst=sc, op=nl.copy, data=sc_ps, scale=1.0 / float(np.sqrt(d)))
     # causal: keep k <= q, i.e. (q - k) >= 0
     masked = nl.ndarray((s, s), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.affine_select(dst=masked, pattern=[[-1, s]], channel_multiplier=1, on_true_tile=sc,
-                       on_false_value=-30000.0, cmp_op=nl.greater_equal)
+    nisa.affine_select(
+        dst=masked,
+        pattern=[[-1, s]],
+        channel_multiplier=1,
+        on_true_tile=sc,
+        on_false_value=-30000.0,
+        cmp_op=nl.greater_equal,
+    )
     neg_max = nl.ndarray((s, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=masked, axis=1, negate=True,
-                       keepdims=True)
+    nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=masked, axis=1, negate=True, keepdims=True)
     probs = nl.ndarray((s, s), dtype=nl.float32, buffer=nl.sbuf)
     denom = nl.ndarray((s, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=probs, op=nl.exp, data=masked, bias=neg_max,
-                    reduce_op=nl.add, reduce_res=denom, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.activation(
+        dst=probs,
+        op=nl.exp,
+        data=masked,
+        bias=neg_max,
+        reduce_op=nl.add,
+        reduce_res=denom,
+        reduce_cmd=nisa.reduce_cmd.reset_reduce,
+    )
     # transpose probs so the key axis is on partitions, then probs @ v
     pt_ps = nl.ndarray((s, s), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_transpose(dst=pt_ps, data=probs)
@@ -590,8 +633,9 @@ def tensor_scalar_p1(x, s0, s1):
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=a, src=s0)
     nisa.dma_copy(dst=b, src=s1)
-    nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=a, reverse0=True,
-                       op1=nl.maximum, operand1=b)
+    nisa.tensor_scalar(
+        dst=t, data=t, op0=nl.subtract, operand0=a, reverse0=True, op1=nl.maximum, operand1=b
+    )
     nisa.dma_copy(dst=out, src=t)
     return out
 
@@ -604,7 +648,7 @@ def test_tensor_scalar_p1_operands_and_reverse(rng):
     np.testing.assert_allclose(out, np.maximum(s0 - x, s1), rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("axis,ref_axes", [((1, 2), (1, 2)), (2, (2,)), (-1, (2,))])
+@pytest.mark.parametrize(("axis", "ref_axes"), [((1, 2), (1, 2)), (2, (2,)), (-1, (2,))])
 def test_tensor_reduce_axes(rng, axis, ref_axes):
     def kernel(x):
         p, a, b = x.shape

@@ -9,9 +9,9 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from trnsim.errors import AllocationError, ConstraintError, KernelError
-
 from qa_helpers import X, expect_error
+
+from trnsim.errors import AllocationError, ConstraintError, KernelError
 
 
 def k_b1_tile_assignment(a):
@@ -20,8 +20,11 @@ def k_b1_tile_assignment(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="Beta-1 style tile assignment `t[...] = x` raises a bare "
-                   "TypeError ('does not support item assignment') with no location or hint")
+@pytest.mark.xfail(
+    strict=True,
+    reason="Beta-1 style tile assignment `t[...] = x` raises a bare "
+    "TypeError ('does not support item assignment') with no location or hint",
+)
 def test_b1_tile_assignment():
     expect_error(k_b1_tile_assignment, KernelError, "assign|tensor_copy")
 
@@ -32,8 +35,11 @@ def k_operator_on_tile(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="arithmetic operators on NkiTensor raise a bare TypeError "
-                   "with no location; should be a KernelError pointing to nl.add/nisa")
+@pytest.mark.xfail(
+    strict=True,
+    reason="arithmetic operators on NkiTensor raise a bare TypeError "
+    "with no location; should be a KernelError pointing to nl.add/nisa",
+)
 def test_operator_on_tile():
     expect_error(k_operator_on_tile, KernelError, r"\+|add")
 
@@ -57,8 +63,11 @@ def k_truthiness(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="bool(tensor) is silently True: a data-dependent `if` on "
-                   "a tile always takes the branch instead of being rejected")
+@pytest.mark.xfail(
+    strict=True,
+    reason="bool(tensor) is silently True: a data-dependent `if` on "
+    "a tile always takes the branch instead of being rejected",
+)
 def test_truthiness_of_tile():
     expect_error(k_truthiness, KernelError, "bool|control flow|if")
 
@@ -69,9 +78,12 @@ def k_numpy_on_tile(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="np.exp(tile) raises OutOfBoundsError 'index 128 is out of "
-                   "range for size 128' (numpy iterates the tile); should say numpy cannot run "
-                   "on kernel tensors")
+@pytest.mark.xfail(
+    strict=True,
+    reason="np.exp(tile) raises OutOfBoundsError 'index 128 is out of "
+    "range for size 128' (numpy iterates the tile); should say numpy cannot run "
+    "on kernel tensors",
+)
 def test_numpy_function_on_tile():
     exc = expect_error(k_numpy_on_tile, KernelError)
     assert "index 128 is out of range" not in exc.message
@@ -94,8 +106,9 @@ def k_float_shape(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="a float dimension (64.0) in nl.ndarray's shape is "
-                   "accepted silently")
+@pytest.mark.xfail(
+    strict=True, reason="a float dimension (64.0) in nl.ndarray's shape is accepted silently"
+)
 def test_float_shape():
     expect_error(k_float_shape, ConstraintError, "64.0")
 
@@ -108,8 +121,9 @@ def k_raw_int_enum(a):
     return a
 
 
-@pytest.mark.xfail(strict=True, reason="GA rejects raw ints for enum parameters; trnsim accepts "
-                   "reduce_cmd=3")
+@pytest.mark.xfail(
+    strict=True, reason="GA rejects raw ints for enum parameters; trnsim accepts reduce_cmd=3"
+)
 def test_raw_int_for_enum():
     expect_error(k_raw_int_enum, ConstraintError, "reduce_cmd")
 
@@ -173,7 +187,14 @@ def k_activation_reduce_max(a):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=t, value=0.0)
-    nisa.activation(dst=t, op=nl.exp, data=t, reduce_op=nl.maximum, reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)  # BUG  # noqa: E501
+    nisa.activation(
+        dst=t,
+        op=nl.exp,
+        data=t,
+        reduce_op=nl.maximum,
+        reduce_res=r,
+        reduce_cmd=nisa.reduce_cmd.reset_reduce,
+    )  # BUG
     return a
 
 

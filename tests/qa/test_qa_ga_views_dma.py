@@ -112,7 +112,7 @@ def test_sbuf_integer_index_keeps_partition_dim(rng):
         v = t[:, 2, :]  # drops the middle free dim -> (p, b)
         assert tuple(v.shape) == (p, b)
         row = t[3]  # integer on the partition dim keeps a size-1 partition dim
-        assert tuple(row.shape)[0] == 1
+        assert next(iter(row.shape)) == 1
         return _copy_out(v, (p, b))
 
     x = rng.standard_normal((8, 4, 6)).astype(np.float32)
@@ -121,7 +121,7 @@ def test_sbuf_integer_index_keeps_partition_dim(rng):
 
 
 @pytest.mark.parametrize(
-    "src_dtype,mid_dtype",
+    ("src_dtype", "mid_dtype"),
     [
         (np.float32, nl.bfloat16),
         (np.float32, nl.float16),

@@ -11,7 +11,7 @@ import pytest
 from trnsim.chip import load_chip
 from trnsim.timing.scheduler import Scheduler
 
-from .conftest import ProgramBuilder, tile
+from .builders import ProgramBuilder, tile
 
 
 def timeline(chip_name: str, b: ProgramBuilder, **overrides):

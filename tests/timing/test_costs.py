@@ -9,7 +9,7 @@ from trnsim.chip import load_chip, sources
 from trnsim.program import Instruction
 from trnsim.timing.costs import MODELS, _costs_path, cost_records, instruction_cost
 
-from .conftest import TINY, tile
+from .builders import TINY, tile
 
 
 def cost(opcode, engine, reads, writes, chip="tiny", **attrs):

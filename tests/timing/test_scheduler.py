@@ -7,10 +7,12 @@ per descriptor, HBM 40 B/ns for the whole chip.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trnsim.timing.deps import ANTI, FLOW
 from trnsim.timing.scheduler import Scheduler, base_clock_mhz
 
-from .conftest import ProgramBuilder, tile
+from .builders import ProgramBuilder, tile
 
 
 def run(chip, b: ProgramBuilder):
@@ -144,8 +146,7 @@ def test_dma_single_transfer(tiny_chip, builder):
 
 def test_dma_dependency_and_small_descriptors(tiny_chip, builder):
     """A strided source row of 100 elements is 100 descriptors; the consumer waits +10 ns."""
-    src = tile("hbm", (4, 100), "float32")
-    src = src.__class__(**{**src.__dict__, "contiguous_bytes": 4})
+    src = replace(tile("hbm", (4, 100), "float32"), contiguous_bytes=4)
     builder.dma(tile("sbuf", (4, 100), dtype="float32"), src)
     builder.add(
         "tensor_copy",
