@@ -38,6 +38,16 @@ def fail(message: str) -> NoReturn:
     raise ConstraintError(message, caller_location())
 
 
+def scalar_copy(dst, src) -> None:
+    """dst = src (with a cast) on ScalarE: tensor_copy from NeuronCore-v3 on (2x mode for
+    16-bit data on v4), an identity activation on NeuronCore-v2, whose ScalarE has no
+    tensor_copy."""
+    if nisa.get_nc_version() < nisa.nc_version.gen3:
+        nisa.activation(dst=dst, op=nl.copy, data=src)
+    else:
+        nisa.tensor_copy(dst=dst, src=src, engine=nisa.engine.scalar)
+
+
 # ---------------------------------------------------------------- row-blocked kernels
 # Row-wise kernels (norms, softmax, quantization) put rows on partitions, G rows per partition
 # per block: row b*G*128 + p*G + j sits at partition p, slot j, so each partition reads and
@@ -54,8 +64,10 @@ def row_group(n: int, d: int, itemsize: int, per_row_bytes: int, share: float, w
         fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
     budget = nl.tile_size.total_available_sbuf_size * share / 2
     if per_row_bytes > budget:
-        fail(f"{what}: D={d} needs {per_row_bytes} bytes per partition per row; at most "
-             f"{int(budget)} fit")
+        fail(
+            f"{what}: D={d} needs {per_row_bytes} bytes per partition per row; at most "
+            f"{int(budget)} fit"
+        )
     g = max(1, -(-MIN_DMA_BYTES // (d * itemsize)))
     while g > 1 and ((n // P_MAX) % g or g * per_row_bytes > budget):
         g -= 1

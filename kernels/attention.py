@@ -13,7 +13,7 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
 
-from ._common import fail
+from ._common import fail, scalar_copy
 
 P_MAX = 128  # partitions per tile (pmax)
 Q_TILE = 128  # queries per tile: score rows on partitions (gemm_stationary_fmax)
@@ -230,7 +230,7 @@ def _transpose_probs(p_sb, kw: int):
         )
     pt_sb = nl.ndarray((K_TILE, n_tiles, Q_TILE), dtype=p_sb.dtype, buffer=nl.sbuf, name="pT")
     # Evacuated by ScalarE: VectorE already carries the row maxima and the output update.
-    nisa.tensor_copy(dst=pt_sb, src=pt_ps, engine=nisa.engine.scalar)
+    scalar_copy(pt_sb, pt_ps)
     return pt_sb
 
 

@@ -13,7 +13,7 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
 
-from ._common import fail
+from ._common import fail, scalar_copy
 
 P_MAX = 128  # partitions per tile = contraction rows per nc_matmul (pmax)
 TILE_M = 128  # stationary free size per nc_matmul (gemm_stationary_fmax)
@@ -100,12 +100,14 @@ def matmul(lhsT, rhs):
         BLOCK_N is the widest multiple of 512 (at most 4096) whose K x BLOCK_N rhs block fits
         in 40% of ``nl.tile_size.total_available_sbuf_size``; BLOCK_M is 2 KiB worth of
         columns per partition (1024 bf16 / 512 fp32), narrowed for large K so two lhsT
-        blocks fit in another 40%. Every DMA moves >= 1 KiB per partition, most >= 2 KiB.
+        blocks fit in another 40%. rhs DMAs move BLOCK_N * itemsize bytes per partition
+        (>= 1 KiB), lhsT DMAs BLOCK_M * itemsize (2 KiB unless M or SBUF is smaller).
         K must allow one K x 512 rhs block in 40% of SBUF (K <= 12160 for bf16 on trn3).
 
     Pseudocode:
         for each rhs block [K, n0:n0+BLOCK_N]:            (resident)
-          for each lhsT block [K, m0:m0+BLOCK_M]:         (streamed)
+          for each lhsT block [K, m0:m0+BLOCK_M]:         (streamed; the next one is
+                                                           loaded before these matmuls)
             for each 128-row tile mt, each group of 4 x 512 columns:
               psum[4 banks] = sum_k lhsT[k, mt].T @ rhs[k, group]
               out_strip[:, group] = cast(psum)
@@ -118,8 +120,16 @@ def matmul(lhsT, rhs):
 
 
 def _copy_out(dst, acc, row0: int, col0: int, engine) -> None:
-    """PSUM -> SBUF with a cast to dst's dtype."""
-    nisa.tensor_copy(dst=dst, src=acc, engine=engine)
+    """PSUM -> SBUF with a cast to dst's dtype, on VectorE or ScalarE."""
+    copy_out(dst, acc, engine)
+
+
+def copy_out(dst, src, engine) -> None:
+    """dst = src (with a cast) on `engine` (VectorE or ScalarE)."""
+    if engine == nisa.engine.scalar:
+        scalar_copy(dst, src)
+    else:
+        nisa.tensor_copy(dst=dst, src=src, engine=engine)
 
 
 def _load_block(src, c0: int, width: int, k_tiles: int, name: str):
@@ -193,6 +203,9 @@ def blocked_matmul(lhsT, rhs, out, evacuate: Callable[..., None]) -> None:
                         engine,
                     )
                 nisa.dma_copy(dst=out[r0 : r0 + TILE_M, n0 : n0 + bn], src=strip)
+        # The block's last matmul is issued: release it before the next one is allocated,
+        # so two rhs blocks never hold SBUF at once.
+        del rhs_sb
 
 
 @jit

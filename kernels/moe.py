@@ -60,8 +60,9 @@ def _check_operands(x, w_router, w_gate, w_up, w_down) -> tuple[int, int, int, i
     if not TOP_K <= e <= MAX_EXPERTS:
         fail(f"moe_ffn: E={e} experts; top-{TOP_K} routing needs {TOP_K} <= E <= {MAX_EXPERTS}")
     isz = x.dtype.itemsize
-    # xT (T*isz), fp32 accumulator (T/128*H*4), combine weights, two sets of expert weights.
-    per_part = t * isz + t // P_MAX * (h * 4 + e * 4) + 2 * 3 * (h // P_MAX) * f * isz
+    # Per partition: x^T (H/128 * T), the fp32 accumulator (T/128 * H) and combine weights
+    # (T/128 * E), two experts' gate, up and down weights (3 * H/128 * F each).
+    per_part = (h // P_MAX) * t * isz + t // P_MAX * (h + e) * 4 + 2 * 3 * (h // P_MAX) * f * isz
     budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE
     if per_part > budget:
         fail(
@@ -218,7 +219,7 @@ def moe_ffn(x, w_router, w_gate, w_up, w_down):
         Dense compute with masking: every expert processes every token and the combine
         weight (0 for experts not chosen) masks the result. That costs E/2 times the FLOPs of
         a sparse dispatch but keeps the kernel static (no data-dependent control flow or
-        gathers); for few experts and small T it is what a decode-sized kernel would do.
+        gathers); it suits few experts or few tokens.
         Ties between logits go to the lower expert index (nc_find_index8 reports successive
         occurrences), so exactly two experts are chosen. The intermediate h is rounded to
         the input dtype before the down projection; all sums are fp32.

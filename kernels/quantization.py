@@ -13,14 +13,13 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import jit
 from trnsim.nki import language as nl
 
-from ._common import fail
-from .matmul import P_MAX, TILE_M, TILE_N, blocked_matmul
+from ._common import fail, prefetched_row_blocks, row_block, row_group
+from .matmul import P_MAX, TILE_M, TILE_N, blocked_matmul, copy_out
 
 FP8 = "float8_e4m3"  # Neuron's legacy e4m3 (IEEE-style, has inf): largest finite value 240
 FP8_MAX = 240.0  # |x| / scale lands in [0, FP8_MAX]: the full fp8 range, no overflow
 AMAX_FLOOR = 1e-30  # an all-zero row gets a tiny scale instead of a division by zero
-MIN_DMA_BYTES = 2048  # bytes per partition below which a DMA's fixed cost (~2 us) dominates
-SBUF_SHARE = 0.5  # share of usable SBUF for one row block and its temporaries (two in flight)
+SBUF_SHARE = 0.5  # share of usable SBUF for the row blocks in flight and their temporaries
 FLOAT_IN = ("bfloat16", "float16", "float32")
 MX_K = 512  # contraction per nc_matmul_mx: 128 partitions x 4 values packed in an x4 element
 MX_PACK = 4  # values per x4 element (float8_e4m3fn_x4)
@@ -28,32 +27,27 @@ MX_BLOCK = 32  # values per MX scale: 8 partitions x 4 packed values
 MX_EMAX = 8  # largest binade of float8_e4m3fn (448 = 1.75 * 2^8)
 MX_BLOCK_N = 2048  # resident quantized rhs columns per block (8 KiB bf16 staging per K tile)
 MX_BLOCK_M = 1024  # streamed lhsT columns per block: 2 KiB bf16 runs per DMA row
+MX_SBUF_SHARE = 0.8  # share of usable SBUF for matmul_mx's blocks and staging
 
 
-def _row_group(n: int, d: int, itemsize: int, what: str) -> int:
-    """G rows per partition per block so each DMA moves >= 2 KiB per partition."""
-    if n <= 0 or n % P_MAX:
-        fail(f"{what}: N={n} rows is not a positive multiple of {P_MAX}; pad the rows")
-    per_row = d * (itemsize + 4 + 1)  # input, fp32 |x|, fp8 output
-    budget = nl.tile_size.total_available_sbuf_size * SBUF_SHARE / 2
-    if per_row > budget:
-        fail(
-            f"{what}: D={d} needs {per_row} bytes per partition per row; at most {int(budget)} fit"
-        )
-    g = max(1, -(-MIN_DMA_BYTES // (d * itemsize)))
-    while g > 1 and ((n // P_MAX) % g or g * per_row > budget):
-        g -= 1
-    return g
+def _scale_rows(dst, src, factor, turn: int) -> None:
+    """dst = src * factor (a per-row [128, 1] scalar), cast to dst's dtype, on VectorE and
+    ScalarE by turns so that neither engine carries every full pass."""
+    if turn % 2 == 0:
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=factor)
+    else:
+        nisa.activation(dst=dst, op=nl.copy, data=src, scale=factor)
 
 
 @jit
 def quantize_fp8(x):
     """Per-row dynamic FP8 quantization: ``scale = max|x_row| / 240``, ``xq = x / scale``.
 
-    G rows per partition per block (>= 2 KiB DMAs). ScalarE takes |x|; VectorE reduces the
-    row maxima of the block in one tensor_reduce, turns them into scales (floor, then
-    multiply by 1/240, one tensor_scalar) and their reciprocals; each row is then scaled and
-    cast to float8_e4m3 by one tensor_scalar writing the fp8 tile.
+    G rows per partition per block (>= 2 KiB DMAs; block b+1 is loaded while block b is
+    computed). ScalarE takes |x|; VectorE reduces the row maxima of the block in one
+    tensor_reduce, turns them into scales (floor, then multiply by 1/240, one tensor_scalar)
+    and their reciprocals; each row is then scaled and cast to float8_e4m3 by one
+    instruction writing the fp8 tile (VectorE and ScalarE by turns).
 
     Dimensions:
         N: rows, multiple of 128.  D: quantized axis.
@@ -74,14 +68,10 @@ def quantize_fp8(x):
             f"shape {list(x.shape)}, dtype {x.dtype}"
         )
     n, d = x.shape
-    g = _row_group(n, d, x.dtype.itemsize, "quantize_fp8")
+    g = row_group(n, d, x.dtype.itemsize, d * (x.dtype.itemsize + 5), SBUF_SHARE, "quantize_fp8")
     xq = nl.ndarray((n, d), dtype=FP8, buffer=nl.shared_hbm, name="xq")
     scale = nl.ndarray((n, 1), dtype=nl.float32, buffer=nl.shared_hbm, name="x_scale")
-    for b in nl.affine_range(n // (g * P_MAX)):
-        r0 = b * g * P_MAX
-        # Row r0 + p*G + j sits at partition p, slot j: one contiguous run per partition.
-        xt = nl.ndarray((P_MAX, g, d), dtype=x.dtype, buffer=nl.sbuf, name="x_blk")
-        nisa.dma_copy(dst=xt, src=x[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
+    for b, (xt,) in prefetched_row_blocks(g, "x_blk", x):
         ax = nl.ndarray((P_MAX, g, d), dtype=nl.float32, buffer=nl.sbuf, name="abs_x")
         nisa.activation(dst=ax, op=nl.abs, data=xt)
         amax = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="amax")
@@ -99,17 +89,16 @@ def quantize_fp8(x):
         nisa.reciprocal(dst=inv, data=sc)
         q = nl.ndarray((P_MAX, g, d), dtype=FP8, buffer=nl.sbuf, name="xq_blk")
         for j in nl.affine_range(g):
-            nisa.tensor_scalar(
-                dst=q[:, j, :], data=xt[:, j, :], op0=nl.multiply, operand0=inv[:, j : j + 1]
-            )
-        nisa.dma_copy(dst=xq[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=q)
-        nisa.dma_copy(dst=scale[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g)), src=sc)
+            _scale_rows(q[:, j, :], xt[:, j, :], inv[:, j : j + 1], b * g + j)
+        nisa.dma_copy(dst=row_block(xq, b, g), src=q)
+        nisa.dma_copy(dst=row_block(scale, b, g), src=sc.reshape((P_MAX, g, 1)))
     return xq, scale
 
 
 @jit
 def dequantize_fp8(xq, scale, dtype=nl.bfloat16):
-    """``x = xq * scale`` per row, cast to ``dtype`` (one VectorE tensor_scalar per row tile).
+    """``x = xq * scale`` per row, cast to ``dtype``: one multiply per row tile, on VectorE and
+    ScalarE by turns, G rows per partition per block (>= 2 KiB DMAs, next block prefetched).
 
     Dimensions:
         N: rows, multiple of 128.  D: quantized axis.
@@ -127,20 +116,14 @@ def dequantize_fp8(xq, scale, dtype=nl.bfloat16):
     n, d = xq.shape
     if tuple(scale.shape) != (n, 1):
         fail(f"dequantize_fp8: scale must have shape [N, 1]=[{n}, 1], got {list(scale.shape)}")
-    g = _row_group(n, d, xq.dtype.itemsize, "dequantize_fp8")
+    per_row = d * (xq.dtype.itemsize + 4)  # input, output (at most 4 bytes)
+    g = row_group(n, d, xq.dtype.itemsize, per_row, SBUF_SHARE, "dequantize_fp8")
     out = nl.ndarray((n, d), dtype=dtype, buffer=nl.shared_hbm, name="x_dequant")
-    for b in nl.affine_range(n // (g * P_MAX)):
-        r0 = b * g * P_MAX
-        qt = nl.ndarray((P_MAX, g, d), dtype=xq.dtype, buffer=nl.sbuf, name="xq_blk")
-        nisa.dma_copy(dst=qt, src=xq[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)))
-        sc = nl.ndarray((P_MAX, g), dtype=nl.float32, buffer=nl.sbuf, name="scale")
-        nisa.dma_copy(dst=sc, src=scale[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g)))
+    for b, (qt, sc) in prefetched_row_blocks(g, "xq_blk", xq, scale):
         yt = nl.ndarray((P_MAX, g, d), dtype=dtype, buffer=nl.sbuf, name="x_blk")
         for j in nl.affine_range(g):
-            nisa.tensor_scalar(
-                dst=yt[:, j, :], data=qt[:, j, :], op0=nl.multiply, operand0=sc[:, j : j + 1]
-            )
-        nisa.dma_copy(dst=out[r0 : r0 + g * P_MAX, :].reshape((P_MAX, g, d)), src=yt)
+            _scale_rows(yt[:, j, :], qt[:, j, :], sc[:, j, :], b * g + j)
+        nisa.dma_copy(dst=row_block(out, b, g), src=yt)
     return out
 
 
@@ -215,13 +198,36 @@ def _mx_stage(src, k0: int, c0: int, width: int, name: str):
     return t
 
 
+def _mx_blocks(k_tiles: int, m: int, n: int) -> tuple[int, int]:
+    """(block_n, block_m) for matmul_mx: halved from MX_BLOCK_N / MX_BLOCK_M until the
+    quantized rhs block, two quantized lhsT blocks and their bf16 staging fit in SBUF."""
+    usable = nl.tile_size.total_available_sbuf_size * MX_SBUF_SHARE
+    bn, bm = min(n, MX_BLOCK_N), min(m, MX_BLOCK_M)
+
+    def need(bn: int, bm: int) -> int:  # x4 data (4 B) + scale (1 B) per packed element
+        return k_tiles * (bn + 2 * bm) * 5 + 2 * MX_PACK * 2 * max(bn, bm)
+
+    while need(bn, bm) > usable and (bn > TILE_N or bm > TILE_M):
+        if bn > TILE_N and (bn >= 4 * bm or bm <= TILE_M):
+            bn = max(TILE_N, bn // 2 // TILE_N * TILE_N)
+        else:
+            bm = max(TILE_M, bm // 2 // TILE_M * TILE_M)
+    if need(bn, bm) > usable:
+        fail(
+            f"matmul_mx: K={k_tiles * MX_K} is too large: even a K x {TILE_N} quantized rhs "
+            f"block needs {need(bn, bm)} bytes per partition, {int(usable)} fit; split K"
+        )
+    return bn, bm
+
+
 @jit
 def matmul_mx(lhsT, rhs):
     """MXFP8 matmul on trn3: quantize both operands on chip (quantize_mx), multiply with
     nc_matmul_mx, ``out ~= lhsT.T @ rhs`` in bf16.
 
     The rhs block (K x up to 2048 columns) is quantized once and stays resident; lhsT
-    streams in blocks of up to 1024 columns, quantized as it arrives. Each K tile of 512
+    streams in blocks of up to 1024 columns, quantized as it arrives (both narrowed for
+    large K to fit SBUF). Each K tile of 512
     rows is staged as [128, 4, w] (row k0 + 128*i + p at partition p, slot i) and quantized
     from the strided view [128, w, 4], so the 4 values packed in one x4 element are K rows
     k0 + p, k0 + 128 + p, ... of the same column; both operands use the same mapping, so
@@ -258,10 +264,11 @@ def matmul_mx(lhsT, rhs):
             "float16 (quantize_mx inputs)"
         )
     k_tiles = k // MX_K
+    block_n, block_m = _mx_blocks(k_tiles, m, n)
     out = nl.ndarray((m, n), dtype=nl.bfloat16, buffer=nl.shared_hbm, name="matmul_mx_out")
-    for nb in nl.affine_range(-(-n // MX_BLOCK_N)):
-        n0 = nb * MX_BLOCK_N
-        bn = min(MX_BLOCK_N, n - n0)
+    for nb in nl.affine_range(-(-n // block_n)):
+        n0 = nb * block_n
+        bn = min(block_n, n - n0)
         rq = nl.ndarray(
             (P_MAX, k_tiles, bn), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf, name="rhs_mx"
         )
@@ -269,9 +276,9 @@ def matmul_mx(lhsT, rhs):
         for kt in nl.affine_range(k_tiles):
             stage = _mx_stage(rhs, kt * MX_K, n0, bn, "rhs_stage")
             nisa.quantize_mx(dst=rq[:, kt, :], src=stage.permute((0, 2, 1)), dst_scale=rs[:, kt, :])
-        for mb in nl.affine_range(-(-m // MX_BLOCK_M)):
-            m0 = mb * MX_BLOCK_M
-            bm = min(MX_BLOCK_M, m - m0)
+        for mb in nl.affine_range(-(-m // block_m)):
+            m0 = mb * block_m
+            bm = min(block_m, m - m0)
             lq = nl.ndarray(
                 (P_MAX, k_tiles, bm), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf, name="lhsT_mx"
             )
@@ -299,9 +306,12 @@ def matmul_mx(lhsT, rhs):
                             accumulate=kt > 0,
                         )
                     engine = nisa.engine.vector if nt % 2 == 0 else nisa.engine.scalar
-                    nisa.tensor_copy(dst=strip[:, cols], src=acc, engine=engine)
+                    copy_out(strip[:, cols], acc, engine)
                 r0 = m0 + mt * TILE_M
                 nisa.dma_copy(dst=out[r0 : r0 + TILE_M, n0 : n0 + bn], src=strip)
+        # The block's last matmul is issued: release it before the next one is allocated,
+        # so two rhs blocks never hold SBUF at once.
+        del rq, rs
     return out
 
 
@@ -334,7 +344,8 @@ def mx_dequantized_ref(a: np.ndarray) -> np.ndarray:
     2^(floor(log2 amax) - 7), all-zero groups 2^-127) and decoded again, in float64."""
     a64 = np.asarray(a, dtype=np.float64)
     k, c = a64.shape
-    g = a64.reshape(k // MX_K, MX_PACK, P_MAX // 8, 8, c)  # [kt, i, group, row, col]
+    rows = MX_BLOCK // MX_PACK  # partitions per scale group
+    g = a64.reshape(k // MX_K, MX_PACK, P_MAX // rows, rows, c)  # [kt, i, group, row, col]
     amax = np.abs(g).max(axis=(1, 3), keepdims=True)
     with np.errstate(divide="ignore"):
         exp = np.where(

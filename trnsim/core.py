@@ -23,7 +23,7 @@ from trnsim.memory import (
     check_bounds,
     poison_value,
 )
-from trnsim.program import Instruction, Operand, SourceLocation
+from trnsim.program import Instruction, Operand, SourceLocation, capture_location
 from trnsim.spec import check_instruction, instruction_specs, is_tensor
 
 PSUM_ALIGN = 2048  # auto-allocated PSUM tiles start on a bank (nki-api.md §3.3)
@@ -73,7 +73,7 @@ class NeuronCore:
         self.chip = chip
         self.index = index
         self.sbuf = OnChipMemory("sbuf", chip.sbuf.partitions, chip.sbuf.bytes_per_partition,
-                                 SBUF_ALIGN)
+                                 SBUF_ALIGN, chip.sbuf.usable_bytes_per_partition)
         self.psum = OnChipMemory("psum", chip.psum.partitions, chip.psum.bytes_per_partition,
                                  PSUM_ALIGN)
         parts = chip.sbuf.partitions
@@ -93,18 +93,22 @@ class NeuronCore:
 
     # ------------------------------------------------------------ allocation
     def allocate(self, space: str, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
-                 address: tuple[int, int] | None = None, poison: bool = True) -> View:
+                 address: tuple[int, int] | None = None, poison: bool = True,
+                 loc: SourceLocation | None = None) -> View:
         """A fresh on-chip tensor: axis 0 on partitions, the rest row-major in each partition."""
         if space not in ON_CHIP:
             raise ValueError(space)
         mem = self.sbuf if space == "sbuf" else self.psum
         shape = tuple(int(s) for s in shape)
+        if loc is None and not name:  # messages describe unnamed tensors by where they were made
+            loc = capture_location()
+        what = f"{space} tensor '{name}'" if name else f"{space} tensor {list(shape)}"
         if len(shape) < 1:
-            raise ConstraintError(f"{space} tensor '{name}': on-chip tensors need a partition "
+            raise ConstraintError(f"{what}: on-chip tensors need a partition "
                                   f"dimension, got shape {shape}")
         parts = shape[0]
         if parts > mem.partitions or parts < 1:
-            raise ConstraintError(f"{space} tensor '{name}': partition dimension {parts} "
+            raise ConstraintError(f"{what}: partition dimension {parts} "
                                   f"exceeds the {mem.partitions} partitions (pmax)")
         free = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
         nbytes = free * dtype.itemsize
@@ -115,7 +119,8 @@ class NeuronCore:
             p0, foff = address
             b0 = foff * dtype.itemsize
             handle = mem.allocator.place(p0, parts, b0, nbytes)
-        buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle)
+        buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle,
+                     loc=loc, shape=shape, dtype=dtype)
         view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
@@ -221,12 +226,15 @@ class Device:
 
     def allocate_hbm(self, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
                      kind: str = "shared_hbm", core: int | None = None,
-                     poison: bool = True) -> View:
+                     poison: bool = True, loc: SourceLocation | None = None) -> View:
         shape = tuple(int(s) for s in shape)
+        if loc is None and not name:
+            loc = capture_location()
         n = int(np.prod(shape, dtype=np.int64)) if shape else 1
         nbytes = n * dtype.itemsize
         handle, off = self.hbm.allocate(nbytes)
-        buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle)
+        buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle,
+                     loc=loc, shape=shape, dtype=dtype)
         view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
         if poison and self.values and n:
             view.array()[...] = dt.cast(np.asarray(poison_value(dtype)), dtype) \

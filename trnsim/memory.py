@@ -14,7 +14,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.errors import AllocationError, OutOfBoundsError
-from trnsim.program import Region
+from trnsim.program import Region, SourceLocation
 
 # Linux value of MAP_NORESERVE; the mmap module only exposes it from Python 3.13 on.
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
@@ -38,11 +38,13 @@ class Allocator:
     way the compiler multi-buffers tiles, so region-based dependencies stay true ones.
     """
 
-    def __init__(self, space: str, partitions: int, nbytes: int, align: int):
+    def __init__(self, space: str, partitions: int, nbytes: int, align: int,
+                 capacity_note: str = ""):
         self.space = space
         self.partitions = partitions
         self.nbytes = nbytes
         self.align = align
+        self.capacity_note = capacity_note  # appended to capacities in messages
         self._live: dict[int, tuple[int, int, int, int]] = {}
         self._next_id = 0
         self._cursor = 0
@@ -71,11 +73,30 @@ class Allocator:
                 if block is None:
                     return self._take(p0, p1, b0, size), b0
                 b0 = _round_up(block, align)
-        free = self.partitions * self.nbytes - self.used_bytes
-        raise AllocationError(
-            f"{self.space}: cannot allocate {size} bytes x {partitions} partitions; "
-            f"{self.used_bytes} of {self.partitions * self.nbytes} bytes in use, {free} free "
-            f"(fragmented or full); capacity {self.nbytes} bytes per partition"
+        raise self._full_error(p0, partitions, size)
+
+    def _full_error(self, p0: int, partitions: int, size: int) -> AllocationError:
+        """requested / free / capacity, in bytes per partition (total bytes in HBM)."""
+        unit = " per partition" if self.partitions > 1 else ""
+        what = f"{size} bytes{unit}" + (f" x {partitions} partitions" if unit else "")
+        usable = " usable" if self.capacity_note else ""
+        if size > self.nbytes:
+            holds = "a partition holds" if unit else "the space holds"
+            return AllocationError(
+                f"{self.space}: cannot allocate {what}: requested {size} bytes{unit} but "
+                f"{holds} {self.nbytes}{usable and usable + ' bytes'}{self.capacity_note}"
+            )
+        used = [0] * self.partitions
+        for q0, q1, c0, c1 in self._live.values():
+            for p in range(max(q0, p0), min(q1, p0 + partitions)):
+                used[p] += c1 - c0
+        free = self.nbytes - max(used[p0:p0 + partitions], default=0)
+        why = "fragmented" if free >= size else "full"
+        where = f" in the fullest of partitions [{p0}, {p0 + partitions})" if unit else ""
+        return AllocationError(
+            f"{self.space}: cannot allocate {what}: requested {size}, free {free}{where} ({why}), "
+            f"capacity {self.nbytes}{usable} bytes{unit}{self.capacity_note}; "
+            f"{self.used_bytes} of {self.partitions * self.nbytes} bytes in use"
         )
 
     def place(self, p0: int, partitions: int, b0: int, size: int) -> int:
@@ -85,6 +106,7 @@ class Allocator:
             raise AllocationError(
                 f"{self.space}: address (partition {p0}, byte {b0}) with {partitions} partitions x "
                 f"{size} bytes is outside [0, {self.partitions}) x [0, {self.nbytes})"
+                + (f" usable bytes{self.capacity_note}" if self.capacity_note else "")
             )
         return self._take(p0, p0 + partitions, b0, size, advance=False)
 
@@ -122,12 +144,27 @@ class HBM:
 class OnChipMemory:
     """SBUF or PSUM of one NeuronCore: partitions x bytes, allocated lazily by numpy."""
 
-    def __init__(self, space: str, partitions: int, bytes_per_partition: int, align: int):
+    def __init__(self, space: str, partitions: int, bytes_per_partition: int, align: int,
+                 usable_bytes_per_partition: int | None = None):
         self.space = space
         self.partitions = partitions
         self.bytes_per_partition = bytes_per_partition
         self.data = np.zeros((partitions, bytes_per_partition), dtype=np.uint8)
-        self.allocator = Allocator(space, partitions, bytes_per_partition, align)
+        # The compiler reserves the top of each SBUF partition: kernels allocate (automatically
+        # or at an explicit address) only below the usable size (nki-api.md §3.3, §3.6).
+        usable = usable_bytes_per_partition or bytes_per_partition
+        note = (f" (of {bytes_per_partition}; nl.tile_size.total_available_sbuf_size)"
+                if usable < bytes_per_partition else "")
+        self.allocator = Allocator(space, partitions, usable, align, note)
+
+
+class TensorLabel(str):
+    """A rendered tensor reference for messages ("tensor 'x'" or a description)."""
+
+
+def tensor_label(name: str) -> str:
+    """How a message names a tensor given its name or its Buffer.label: "tensor 'x'"."""
+    return str(name) if isinstance(name, TensorLabel) else f"tensor '{name}'"
 
 
 class Buffer:
@@ -135,7 +172,9 @@ class Buffer:
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
-                 kind: str, name: str = "", handle: int | None = None):
+                 kind: str, name: str = "", handle: int | None = None, *,
+                 loc: SourceLocation | None = None, shape: tuple[int, ...] | None = None,
+                 dtype: dt.DType | None = None):
         self.memory = memory
         self.space = space  # hbm | sbuf | psum
         self.kind = kind  # shared_hbm | private_hbm | hbm | sbuf | psum
@@ -145,8 +184,27 @@ class Buffer:
         self.byte_start = byte_start
         self.nbytes = nbytes  # per partition on chip; total in HBM
         self.name = name
+        # Where and as what it was allocated: how messages describe an unnamed tensor.
+        self.loc = loc
+        self.shape = shape
+        self.dtype = dtype
         if handle is not None:
             self._finalizer = weakref.finalize(self, memory.allocator.free, handle)
+
+    @property
+    def label(self) -> TensorLabel:
+        """The tensor as messages name it: "tensor 'x'", or for an unnamed one
+        "sbuf tensor [128, 64] float32 allocated at kernel.py:12"."""
+        if self.name:
+            return TensorLabel(f"tensor '{self.name}'")
+        text = f"{self.space} tensor"
+        if self.shape is not None:
+            text += f" {list(self.shape)}"
+        if self.dtype is not None:
+            text += f" {self.dtype.name}"
+        if self.loc is not None:
+            text += f" allocated at {self.loc.short()}"
+        return TensorLabel(text)
 
     def release(self) -> None:
         fin = getattr(self, "_finalizer", None)
@@ -208,7 +266,7 @@ def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
         total = buf.elems_per_partition(lay.dtype)
         if lo < 0 or hi >= total:
             raise OutOfBoundsError(
-                f"{what}: elements [{lo}, {hi}] of {buf.space} tensor '{buf.name}' are outside "
+                f"{what}: elements [{lo}, {hi}] of {_space_label(buf)} are outside "
                 f"[0, {total - 1}] ({total} elements of {lay.dtype})"
             )
         return
@@ -216,10 +274,14 @@ def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
     p_lo, p_hi, f_lo, f_hi = onchip_span(lay, f)
     if p_lo < 0 or p_hi >= buf.partitions or f_lo < 0 or f_hi >= f:
         raise OutOfBoundsError(
-            f"{what}: {buf.space} tensor '{buf.name}' has {buf.partitions} partitions x {f} "
+            f"{what}: {_space_label(buf)} has {buf.partitions} partitions x {f} "
             f"{lay.dtype} elements; the access reaches partitions [{p_lo}, {p_hi}] and "
             f"elements [{f_lo}, {f_hi}]"
         )
+
+
+def _space_label(buf: Buffer) -> str:
+    return f"{buf.space} tensor '{buf.name}'" if buf.name else str(buf.label)
 
 
 def onchip_span(lay: Layout, f: int) -> tuple[int, int, int, int]:

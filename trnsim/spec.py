@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+import numpy as np
 import yaml
 
 from trnsim import dtypes as dt
@@ -145,6 +146,20 @@ def is_tensor(x: Any) -> bool:
     return hasattr(x, "buffer") and hasattr(x, "layout")
 
 
+_ARRAY_HINT = ("kernel arguments are passed in as HBM tensors: pass the array to the kernel "
+               "and load it with nisa.dma_copy (or embed it with nl.shared_constant)")
+
+
+def show_value(v: Any, limit: int = 60) -> str:
+    """A value for a message: arrays by type, dtype and shape, other values' repr cut short."""
+    if isinstance(v, np.ndarray):
+        return f"a numpy array (shape {v.shape}, dtype {v.dtype})"
+    text = repr(v)
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{type(v).__name__} {text}"
+
+
 def fail(instr: str, message: str, allowed: str = "") -> None:
     text = f"{instr}: {message}"
     if allowed:
@@ -169,6 +184,31 @@ def elems_of(t: Any) -> int:
 
 def start_partition(t: Any) -> int:
     return t.region().partition_start
+
+
+def partition_step(stride: int, elems_per_partition: int) -> int | None:
+    """Partitions advanced per step of an on-chip layout's dim 0 (1 = dense), or None when
+    the step does not land on a partition boundary."""
+    if elems_per_partition <= 0 or stride % elems_per_partition:
+        return None
+    return stride // elems_per_partition
+
+
+def check_dense_partitions(instr: str, name: str, t: Any) -> None:
+    """Compute engines read and write a contiguous, ascending range of partitions
+    (nki-api.md §3.4: partition stride must be dense); only DMAs gather partitions."""
+    if not t.shape or t.shape[0] <= 1:
+        return
+    step = partition_step(t.layout.strides[0], t.buffer.elems_per_partition(t.dtype))
+    if step == 1:
+        return
+    if step is None:
+        got = f"walks free elements (stride {t.layout.strides[0]} elements) on its partition axis"
+    else:
+        got = f"steps over partitions with stride {step}" + (" (reversed)" if step < 0 else "")
+    fail(instr, f"operand '{name}' {got}",
+         "compute engines access a contiguous range of partitions; allowed: dense partitions "
+         "(use a DMA to gather partitions)")
 
 
 def check_quadrant(instr: str, name: str, t: Any) -> None:
@@ -212,7 +252,8 @@ def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
             if ospec.access == "readwrite" and space not in access[engine]["write"]:
                 fail(instr, f"the {engine} engine cannot write {space} (operand '{name}')")
         elif ospec.kind == "tensor":
-            fail(instr, f"operand '{name}' must be a tensor, got {type(val).__name__} {val!r}")
+            fail(instr, f"operand '{name}' must be a tensor, got {show_value(val)}",
+                 _ARRAY_HINT if isinstance(val, np.ndarray) else "")
     for aname, domain in spec.attrs.items():
         if isinstance(domain, dict) and "one_of" in domain and aname in attrs:
             v = attrs[aname]
@@ -230,10 +271,13 @@ def _check_limits(spec: InstructionSpec, chip: Any, tensors: Mapping[str, Any]) 
     lim = spec.limits
     on_chip = {n: t for n, t in tensors.items() if t.buffer.on_chip}
     pmax = _limit_value(chip, lim.get("max_partitions", "pmax"))
+    dma = "dma" in spec.engines  # DMA queues gather any partitions; engines cannot
     for n, t in on_chip.items():
         if partitions_of(t) > pmax:
             fail(instr, f"operand '{n}' has partition dimension {partitions_of(t)}",
                  f"at most {pmax} (pmax)")
+        if not dma:
+            check_dense_partitions(instr, n, t)
         if lim.get("quadrant", True):
             check_quadrant(instr, n, t)
     if "min_partitions" in lim:

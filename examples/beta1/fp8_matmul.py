@@ -24,8 +24,8 @@ def fp8_matmul(lhsT, rhs):
     out = nl.ndarray((m_size, n_size), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.zeros((m_size, n_size), dtype=nl.float32, buffer=nl.psum)
     for k in nl.affine_range(k_size // 128):
-        a8 = nl.copy(nl.load(lhsT[k * 128:(k + 1) * 128, :]), dtype=nl.float8_e4m3)
-        b8 = nl.copy(nl.load(rhs[k * 128:(k + 1) * 128, :]), dtype=nl.float8_e4m3)
+        a8 = nl.copy(nl.load(lhsT[k * 128 : (k + 1) * 128, :]), dtype=nl.float8_e4m3)
+        b8 = nl.copy(nl.load(rhs[k * 128 : (k + 1) * 128, :]), dtype=nl.float8_e4m3)
         acc += nl.matmul(a8, b8, transpose_x=True)
     nl.store(out, value=nl.copy(acc))
     return out
@@ -42,6 +42,5 @@ if __name__ == "__main__":
     rng = np.random.default_rng(0)
     lhsT = rng.uniform(-4, 4, (256, 64)).astype(np.float32)
     rhs = rng.uniform(-4, 4, (256, 512)).astype(np.float32)
-    np.testing.assert_allclose(fp8_matmul(lhsT, rhs), reference(lhsT, rhs), rtol=1e-5,
-                               atol=1e-3)
+    np.testing.assert_allclose(fp8_matmul(lhsT, rhs), reference(lhsT, rhs), rtol=1e-5, atol=1e-3)
     print("fp8_matmul: ok")

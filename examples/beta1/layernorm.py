@@ -59,13 +59,14 @@ def layernorm_v2(x, eps, gamma, beta):
         tile = nl.load(x[t * P_MAX + i_p, i_f], mask=valid)
         stats = nl.ndarray((P_MAX, 6 * n_chunks), dtype=np.float32)
         for c in nl.affine_range(n_chunks):
-            stats[i_p, c * 6 + i_s] = nisa.bn_stats(tile[i_p, c * chunk + i_c],
-                                                    mask=(c * chunk + i_c < dim),
-                                                    dtype=np.float32)
+            stats[i_p, c * 6 + i_s] = nisa.bn_stats(
+                tile[i_p, c * chunk + i_c], mask=(c * chunk + i_c < dim), dtype=np.float32
+            )
         mean_var = nisa.bn_aggr(stats[i_p, nl.arange(6 * n_chunks)[None, :]])
         inv_std = nl.rsqrt(mean_var[i_p, 1] + eps)
-        normed = nisa.tensor_scalar(data=tile, op0=np.subtract, operand0=mean_var[i_p, 0],
-                                    op1=np.multiply, operand1=inv_std)
+        normed = nisa.tensor_scalar(
+            data=tile, op0=np.subtract, operand0=mean_var[i_p, 0], op1=np.multiply, operand1=inv_std
+        )
         nl.store(out[t * P_MAX + i_p, i_f], value=normed * g + b, mask=valid)
     return out
 

@@ -46,8 +46,7 @@ def softmax_builtin(x):
     for t in nl.affine_range(math.ceil(n_rows / P_MAX)):
         valid = t * P_MAX + i_p < n_rows
         tile = nl.load(x[t * P_MAX + i_p, i_f], mask=valid)
-        nl.store(out[t * P_MAX + i_p, i_f], value=nl.softmax(tile, axis=1, mask=valid),
-                 mask=valid)
+        nl.store(out[t * P_MAX + i_p, i_f], value=nl.softmax(tile, axis=1, mask=valid), mask=valid)
     return out
 
 

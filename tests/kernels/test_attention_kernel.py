@@ -32,9 +32,10 @@ def test_attention_matches_reference(rng, d, s, causal, scale):
     )
 
 
-def test_attention_float16_on_trn2(rng):
+@pytest.mark.parametrize("chip", ["trn2", "trn1"])
+def test_attention_float16_on_older_chips(rng, chip):
     q, k, v = _qkv(rng, 64, 512, np.float16)
-    out = nki.simulate(at.attention, chip="trn2")(q, k, v, causal=True)
+    out = nki.simulate(at.attention, chip=chip)(q, k, v, causal=True)
     assert_close(out, at.attention_ref(q, k, v, causal=True), "float16", 2, abs_frac=1)
 
 

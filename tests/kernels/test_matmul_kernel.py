@@ -16,6 +16,7 @@ from trnsim.kernels import matmul as mm
         pytest.param("trn3", 128, 128, 512, np.float32, id="trn3-fp32-128x128x512"),
         pytest.param("trn2", 256, 384, 1024, BF16, id="trn2-bf16-256x384x1024"),
         pytest.param("trn2", 384, 128, 512, np.float32, id="trn2-fp32-384x128x512"),
+        pytest.param("trn1", 128, 128, 1536, BF16, id="trn1-bf16-128x128x1536"),
     ],
 )
 def test_matmul_matches_reference(rng, chip, k, m, n, dtype):

@@ -193,3 +193,30 @@ def test_fp32_matmul_transpose_mode_and_onezero():
 def test_gpsimd_rsqrt_is_4x_scalar():
     args = ([sb((128, 512), "float32")], [sb((128, 512), "float32", "dst", 4096)])
     assert cost("tensor_scalar", "gpsimd", *args, op0="rsqrt").ii == 4 * 512
+
+
+def test_enum_and_function_attributes_are_read_by_name():
+    """Records may carry NKI enums (dge_mode.hwdge, matmul_perf_mode.double_row) and ALU
+    functions; cost models read them by name."""
+    import enum
+
+    import numpy as np
+
+    class PerfMode(enum.IntEnum):
+        none = 0
+        double_row = 1
+
+    fp8 = cost(
+        "nc_matmul",
+        "tensor",
+        [
+            sb((128, 2, 128), "float8_e4m3", "stationary"),
+            sb((128, 2, 512), "float8_e4m3", "moving", 4096),
+        ],
+        [sb((128, 512), "float32", "dst", space="psum")],
+        perf_mode=PerfMode.double_row,
+    )
+    assert fp8.ii == 512
+    reads = [sb((128, 512), name="data1"), sb((128, 512), name="data2", offset=4096)]
+    c = cost("tensor_tensor", "vector", reads, [sb((128, 512), name="dst", offset=8192)], op=np.add)
+    assert c.ii == 256  # bf16 add in SBUF: N, with the NC-v3 2x mode

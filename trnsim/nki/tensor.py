@@ -111,7 +111,7 @@ class NkiTensor(DynamicAccess, View):
             return dyn
         if dyn.dim not in kept:
             raise ConstraintError(
-                f"tensor '{self.name}': dimension {dyn.dim} takes part in "
+                f"{self.buffer.label}: dimension {dyn.dim} takes part in "
                 f"the indirection ({dyn.kind} offset) and cannot be removed"
             )
         return dyn.moved(kept.index(dyn.dim))
@@ -119,7 +119,7 @@ class NkiTensor(DynamicAccess, View):
     def _check_not_indirect_dim(self, d: int, op: str) -> None:
         if self.dynamic is not None and self.dynamic.dim == d:
             raise ConstraintError(
-                f"{op} of '{self.name}': dimension {d} takes part in the "
+                f"{op} of {self.buffer.label}: dimension {d} takes part in the "
                 f"indirection ({self.dynamic.kind} offset) and cannot be "
                 "changed"
             )
@@ -128,7 +128,7 @@ class NkiTensor(DynamicAccess, View):
         if d == 0 and (self.on_chip or self._dyn_dim() == 0):
             where = "on-chip tensors" if self.on_chip else "indirect views"
             raise ConstraintError(
-                f"{op} of '{self.name}': dimension 0 is the partition "
+                f"{op} of {self.buffer.label}: dimension 0 is the partition "
                 f"dimension; {where} cannot {op} it"
             )
 
@@ -149,7 +149,7 @@ class NkiTensor(DynamicAccess, View):
         for d, k in enumerate(key_list):
             if self._dyn_dim() == d and not (isinstance(k, slice) and k == slice(None)):
                 self._check_not_indirect_dim(d, "indexing")
-        lay, kept = vw.index_layout(self.layout, tuple(key_list), self.on_chip, self.name)
+        lay, kept = vw.index_layout(self.layout, tuple(key_list), self.on_chip, self.buffer.label)
         return self._derive(lay, self._moved_dynamic(kept), "index")
 
     @_user_errors
@@ -158,7 +158,7 @@ class NkiTensor(DynamicAccess, View):
         d = vw._dim(dim, self.ndim, "slice: dimension")
         self._check_not_indirect_dim(d, "slice")
         start, end, step = index_value(start), index_value(end), index_value(step)
-        lay = vw.slice_dim(self.layout, d, start, end, step, self.name)
+        lay = vw.slice_dim(self.layout, d, start, end, step, self.buffer.label)
         return self._derive(lay, self.dynamic, "slice")
 
     @_user_errors
@@ -170,10 +170,10 @@ class NkiTensor(DynamicAccess, View):
         self._check_not_indirect_dim(d, "select")
         if d == 0 and self.on_chip:
             raise ConstraintError(
-                f"select of '{self.name}': dimension 0 is the partition "
+                f"select of {self.buffer.label}: dimension 0 is the partition "
                 "dimension of an on-chip tensor; use slice(0, i, i + 1)"
             )
-        lay = vw.select_dim(self.layout, d, index_value(index), self.name)
+        lay = vw.select_dim(self.layout, d, index_value(index), self.buffer.label)
         kept = [k for k in range(self.ndim) if k != d]
         return self._derive(lay, self._moved_dynamic(kept), "select")
 
@@ -183,7 +183,7 @@ class NkiTensor(DynamicAccess, View):
         dims = vw.check_permutation(dims, self.ndim)
         if (self.on_chip or self._dyn_dim() == 0) and dims and dims[0] != 0:
             raise ConstraintError(
-                f"permute of '{self.name}': dims[0] must be 0 (the partition "
+                f"permute of {self.buffer.label}: dims[0] must be 0 (the partition "
                 f"dimension stays outermost), got {dims}"
             )
         return self._derive(
@@ -196,7 +196,7 @@ class NkiTensor(DynamicAccess, View):
         d = vw._dim(dim, self.ndim, "broadcast: dimension")
         self._check_free_dim(d, "broadcast")
         return self._derive(
-            vw.broadcast(self.layout, d, index_value(size), self.name), self.dynamic, "broadcast"
+            vw.broadcast(self.layout, d, index_value(size), self.buffer.label), self.dynamic, "broadcast"
         )
 
     @_user_errors
@@ -215,7 +215,7 @@ class NkiTensor(DynamicAccess, View):
         self._check_not_indirect_dim(d, "squeeze_dim")
         kept = [k for k in range(self.ndim) if k != d]
         return self._derive(
-            vw.squeeze_dim(self.layout, d, self.name), self._moved_dynamic(kept), "squeeze_dim"
+            vw.squeeze_dim(self.layout, d, self.buffer.label), self._moved_dynamic(kept), "squeeze_dim"
         )
 
     @_user_errors
@@ -226,7 +226,7 @@ class NkiTensor(DynamicAccess, View):
         if len(shape) != 1:
             self._check_free_dim(d, "reshape_dim")
             self._check_not_indirect_dim(d, "reshape_dim")
-        lay = vw.reshape_dim(self.layout, d, shape, self.name)
+        lay = vw.reshape_dim(self.layout, d, shape, self.buffer.label)
         kept = list(range(d)) + [d] + [-1] * (len(shape) - 1) + list(range(d + 1, self.ndim))
         return self._derive(lay, self._moved_dynamic(kept), "reshape_dim")
 
@@ -238,7 +238,7 @@ class NkiTensor(DynamicAccess, View):
         self._check_free_dim(s, "flatten_dims")
         for k in range(s, e + 1):
             self._check_not_indirect_dim(k, "flatten_dims")
-        lay = vw.flatten_dims(self.layout, s, e, self.name)
+        lay = vw.flatten_dims(self.layout, s, e, self.buffer.label)
         kept = [*list(range(s)), s, *list(range(e + 1, self.ndim))]
         return self._derive(lay, self._moved_dynamic(kept), "flatten_dims")
 
@@ -250,11 +250,11 @@ class NkiTensor(DynamicAccess, View):
         if dd is not None:
             if dd != 0 or not shape or index_value(shape[0]) != self.shape[0]:
                 raise ConstraintError(
-                    f"reshape of '{self.name}': an indirect view must keep "
+                    f"reshape of {self.buffer.label}: an indirect view must keep "
                     f"its indirect dimension 0 ({self.shape[0]})"
                 )
             head = Layout(self.dtype, self.offset, self.shape[1:], self.strides[1:])
-            sub = vw.reshape(head, shape[1:], False, self.name)
+            sub = vw.reshape(head, shape[1:], False, self.buffer.label)
             lay = Layout(
                 self.dtype,
                 self.offset,
@@ -263,7 +263,7 @@ class NkiTensor(DynamicAccess, View):
             )
             return self._derive(lay, self.dynamic, "reshape")
         return self._derive(
-            vw.reshape(self.layout, shape, self.on_chip, self.name), self.dynamic, "reshape"
+            vw.reshape(self.layout, shape, self.on_chip, self.buffer.label), self.dynamic, "reshape"
         )
 
     @_user_errors
@@ -278,7 +278,7 @@ class NkiTensor(DynamicAccess, View):
         src, dst = vw.parse_pattern(src_pattern), vw.parse_pattern(dst_pattern)
         if len(src) != self.ndim:
             raise ConstraintError(
-                f"rearrange of '{self.name}': source pattern {src} has "
+                f"rearrange of {self.buffer.label}: source pattern {src} has "
                 f"{len(src)} dimensions, the tensor has {self.ndim}"
             )
         fixed = dict(fixed_sizes or {})
@@ -310,13 +310,13 @@ class NkiTensor(DynamicAccess, View):
         """Reinterpret the bits as `dtype`; the last dimension scales by the size ratio."""
         new = as_dtype(dtype)
         if self.dynamic is not None:
-            raise ConstraintError(f"view of '{self.name}': not supported on an indirect view")
+            raise ConstraintError(f"view of {self.buffer.label}: not supported on an indirect view")
         if self.on_chip and self.buffer.nbytes % new.itemsize:
             raise ConstraintError(
-                f"view of '{self.name}' as {new.name}: {self.buffer.nbytes} "
+                f"view of {self.buffer.label} as {new.name}: {self.buffer.nbytes} "
                 f"bytes per partition is not a multiple of {new.itemsize}"
             )
-        lay = vw.view_dtype(self.layout, new, self._elems_per_partition(), self.name)
+        lay = vw.view_dtype(self.layout, new, self._elems_per_partition(), self.buffer.label)
         return self._derive(lay, None, "view")
 
     reinterpret_cast = view

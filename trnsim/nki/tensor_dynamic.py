@@ -157,7 +157,7 @@ class DynamicAccess:
     def _getitem_dynamic(self, key: list[Any], dyn_dims: list[int]) -> NkiTensor:
         if len(dyn_dims) > 1:
             raise ConstraintError(
-                f"tensor '{self.name}': at most one dynamic index per view, "
+                f"{self.buffer.label}: at most one dynamic index per view, "
                 f"got tensors on dimensions {dyn_dims}"
             )
         d = dyn_dims[0]
@@ -178,11 +178,11 @@ class DynamicAccess:
     def _getitem_register(self, key: list[Any], reg_dims: list[int]) -> NkiTensor:
         """t[reg] / t[nl.ds(reg, n)]: a runtime start on one dim (a scalar dynamic offset)."""
         if len(reg_dims) > 1 or self.dynamic is not None:
-            raise ConstraintError(f"tensor '{self.name}': at most one dynamic index per view")
+            raise ConstraintError(f"{self.buffer.label}: at most one dynamic index per view")
         d = reg_dims[0]
         if d == 0 and self.on_chip:
             raise ConstraintError(
-                f"tensor '{self.name}': the partition dimension of an on-chip "
+                f"{self.buffer.label}: the partition dimension of an on-chip "
                 "tensor cannot take a runtime index"
             )
         k = key[d]
@@ -195,24 +195,24 @@ class DynamicAccess:
             bound = n - (index_value(k.size) - 1) * step
         else:
             reg, static[d], bound = k, 0, n
-        lay, _ = vw.index_layout(self.layout, tuple(static), self.on_chip, self.name)
+        lay, _ = vw.index_layout(self.layout, tuple(static), self.on_chip, self.buffer.label)
         dyn = DynamicOffset("scalar", reg, self.layout.strides[d], None, bound)
         return self._derive(lay, dyn, "index")
 
     def _select_dynamic(self, d: int, index: Any) -> NkiTensor:
         if self.dynamic is not None:
             raise ConstraintError(
-                f"select of '{self.name}': the view is already indirect; only "
+                f"select of {self.buffer.label}: the view is already indirect; only "
                 "one dynamic select per tensor"
             )
         if d == 0 and self.on_chip:
             raise ConstraintError(
-                f"select of '{self.name}': a dynamic select cannot index the "
+                f"select of {self.buffer.label}: a dynamic select cannot index the "
                 "partition dimension (0) of an on-chip tensor"
             )
         if isinstance(index, View):
             _check_index_tensor(index, "select", scalar=True)
-        lay = vw.select_dim(self.layout, d, 0, self.name)
+        lay = vw.select_dim(self.layout, d, 0, self.buffer.label)
         dyn = DynamicOffset("scalar", index, self.layout.strides[d], None, self.shape[d])
         return self._derive(lay, dyn, "select")
 
@@ -221,16 +221,16 @@ class DynamicAccess:
         """Per-partition row gather: view row w reads row vector_offset[w] of dim 0 (HBM)."""
         d = vw._dim(dim, self.ndim, "vector_select: dimension")
         if d != 0:
-            raise ConstraintError(f"vector_select of '{self.name}': dim must be 0, got {d}")
+            raise ConstraintError(f"vector_select of {self.buffer.label}: dim must be 0, got {d}")
         if self.on_chip:
             raise ConstraintError(
-                f"vector_select of '{self.name}': only HBM tensors can be "
+                f"vector_select of {self.buffer.label}: only HBM tensors can be "
                 f"indexed by a vector of offsets (tensor is in "
                 f"{self.buffer.space})"
             )
         if self.dynamic is not None:
             raise ConstraintError(
-                f"vector_select of '{self.name}': the view is already "
+                f"vector_select of {self.buffer.label}: the view is already "
                 "indirect; only one dynamic select per tensor"
             )
         _check_index_tensor(vector_offset, "vector_select", scalar=False)
@@ -261,15 +261,15 @@ class DynamicAccess:
             pairs = [(index_value(p[0]), index_value(p[1])) for p in pattern]
         except (TypeError, IndexError) as e:
             raise ConstraintError(
-                f"ap of '{self.name}': pattern {pattern!r} must be a list of [step, count] pairs"
+                f"ap of {self.buffer.label}: pattern {pattern!r} must be a list of [step, count] pairs"
             ) from e
         if not pairs:
-            raise ConstraintError(f"ap of '{self.name}': empty pattern")
+            raise ConstraintError(f"ap of {self.buffer.label}: empty pattern")
         if offset is None:
             off_bytes = self.offset * ratio[0]
             if off_bytes % ratio[1]:
                 raise ConstraintError(
-                    f"ap of '{self.name}': offset {self.offset} is not a "
+                    f"ap of {self.buffer.label}: offset {self.offset} is not a "
                     f"whole number of {new.name} elements"
                 )
             off = off_bytes // ratio[1]
@@ -278,13 +278,13 @@ class DynamicAccess:
         if self.on_chip:
             if self.buffer.nbytes % new.itemsize:
                 raise ConstraintError(
-                    f"ap of '{self.name}': {self.buffer.nbytes} bytes per "
+                    f"ap of {self.buffer.label}: {self.buffer.nbytes} bytes per "
                     f"partition is not a multiple of {new.itemsize}"
                 )
             f = self.buffer.nbytes // new.itemsize
             if pairs[0][1] > 1 and pairs[0][0] != f:
                 raise ConstraintError(
-                    f"ap of '{self.name}': the partition step is {pairs[0][0]}; on chip the "
+                    f"ap of {self.buffer.label}: the partition step is {pairs[0][0]}; on chip the "
                     f"first [step, count] pair walks partitions and its step must be the "
                     f"storage's {f} elements per partition"
                 )
@@ -303,27 +303,27 @@ class DynamicAccess:
             return None
         if scalar_offset is not None and vector_offset is not None:
             raise ConstraintError(
-                f"ap of '{self.name}': scalar_offset and vector_offset are mutually exclusive"
+                f"ap of {self.buffer.label}: scalar_offset and vector_offset are mutually exclusive"
             )
         if self.dynamic is not None:
-            raise ConstraintError(f"ap of '{self.name}': the view is already indirect")
+            raise ConstraintError(f"ap of {self.buffer.label}: the view is already indirect")
         k = vw._dim(indirect_dim, self.ndim, "ap: indirect_dim")
         mult_bytes = self.strides[k] * ratio[0]
         if mult_bytes % ratio[1]:
             raise ConstraintError(
-                f"ap of '{self.name}': the stride of dimension {k} is not a "
+                f"ap of {self.buffer.label}: the stride of dimension {k} is not a "
                 "whole number of elements of the new dtype"
             )
         mult = mult_bytes // ratio[1]
         if vector_offset is not None:
             if self.on_chip:
                 raise ConstraintError(
-                    f"ap of '{self.name}': vector_offset needs an HBM tensor "
+                    f"ap of {self.buffer.label}: vector_offset needs an HBM tensor "
                     f"(DMA gather/scatter); tensor is in {self.buffer.space}"
                 )
             if k != 0:
                 raise ConstraintError(
-                    f"ap of '{self.name}': vector_offset works only with indirect_dim=0, got {k}"
+                    f"ap of {self.buffer.label}: vector_offset works only with indirect_dim=0, got {k}"
                 )
             _check_index_tensor(vector_offset, "ap vector_offset", scalar=False)
             return DynamicOffset("vector", vector_offset, mult, 0, self.shape[0])
@@ -336,19 +336,19 @@ class DynamicAccess:
         """Tensor indirection (NC-v4): view (P, num_elem) reading free offsets from `index`."""
         if not self.on_chip:
             raise ConstraintError(
-                f"indirect of '{self.name}': tensor indirection works on "
+                f"indirect of {self.buffer.label}: tensor indirection works on "
                 f"SBUF/PSUM tensors, not {self.buffer.space}"
             )
         if self.dynamic is not None:
-            raise ConstraintError(f"indirect of '{self.name}': the view is already indirect")
+            raise ConstraintError(f"indirect of {self.buffer.label}: the view is already indirect")
         if not isinstance(index, View) or not index.buffer.on_chip:
             raise ConstraintError(
-                f"indirect of '{self.name}': index must be an SBUF tensor, got "
+                f"indirect of {self.buffer.label}: index must be an SBUF tensor, got "
                 f"{type(index).__name__}"
             )
         if index.dtype.kind not in ("int", "uint"):
             raise ConstraintError(
-                f"indirect of '{self.name}': index dtype {index.dtype.name}; "
+                f"indirect of {self.buffer.label}: index dtype {index.dtype.name}; "
                 "offsets must be integers"
             )
         n = index.size if num_elem is None else index_value(num_elem)
@@ -356,7 +356,7 @@ class DynamicAccess:
         free_strides = self.strides[1:]
         if not vw.dims_mergeable(free, free_strides):
             raise ConstraintError(
-                f"indirect of '{self.name}': the free dimensions must be contiguous"
+                f"indirect of {self.buffer.label}: the free dimensions must be contiguous"
             )
         inner = next(
             (s for k, s in reversed(list(zip(free, free_strides, strict=True))) if k != 1), 1
@@ -386,7 +386,7 @@ class DynamicAccess:
         n = lay.shape[d]
         if offs.size < n:
             raise OutOfBoundsError(
-                f"tensor '{self.name}': {dyn.kind} offset tensor has "
+                f"{self.buffer.label}: {dyn.kind} offset tensor has "
                 f"{offs.size} values, the view needs {n}"
             )
         shape = _axis_shape(len(lay.shape), d, n)
@@ -407,7 +407,7 @@ class DynamicAccess:
             bad = np.argwhere(~(valid & in_range))[0]
             dyn = self.dynamic
             raise OutOfBoundsError(
-                f"tensor '{self.name}': runtime index out of bounds at element {tuple(bad)}: "
+                f"{self.buffer.label}: runtime index out of bounds at element {tuple(bad)}: "
                 f"the {dyn.kind if dyn else 'static'} offset reaches outside the "
                 f"{self.buffer.space} tensor"
                 + (f" (valid indices [0, {dyn.bound}))" if dyn is not None and dyn.bound else "")

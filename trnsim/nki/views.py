@@ -14,7 +14,7 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, OutOfBoundsError
-from trnsim.memory import Layout
+from trnsim.memory import Layout, tensor_label
 
 
 @dataclass(frozen=True)
@@ -76,11 +76,11 @@ def slice_dim(lay: Layout, d: int, start: int, stop: int, step: int, name: str) 
     n = lay.shape[d]
     if step < 1:
         raise ConstraintError(
-            f"tensor '{name}' dimension {d}: slice step {step}; step must be >= 1"
+            f"{tensor_label(name)} dimension {d}: slice step {step}; step must be >= 1"
         )
     if start < 0 or stop > n or start > stop:
         raise OutOfBoundsError(
-            f"tensor '{name}' dimension {d}: slice [{start}, {stop}) is "
+            f"{tensor_label(name)} dimension {d}: slice [{start}, {stop}) is "
             f"outside a dimension of size {n}"
         )
     count = len(range(start, stop, step))
@@ -107,7 +107,7 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
             start, size, step = index_value(k.start), index_value(k.size), index_value(k.step)
             if size < 0 or start < 0 or (size and start + (size - 1) * step >= n):
                 raise OutOfBoundsError(
-                    f"tensor '{name}' dimension {d}: index range [{start}, "
+                    f"{tensor_label(name)} dimension {d}: index range [{start}, "
                     f"{start + (size - 1) * step}] exceeds dimension size {n}"
                 )
             offset += start * s
@@ -116,15 +116,15 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
         elif isinstance(k, slice):
             step = 1 if k.step is None else index_value(k.step)
             if step == 0:
-                raise ConstraintError(f"tensor '{name}' dimension {d}: slice step cannot be 0")
+                raise ConstraintError(f"{tensor_label(name)} dimension {d}: slice step cannot be 0")
             if k.start is not None and not -n <= index_value(k.start) <= n:
                 raise OutOfBoundsError(
-                    f"tensor '{name}' dimension {d}: slice start {k.start} "
+                    f"{tensor_label(name)} dimension {d}: slice start {k.start} "
                     f"is outside a dimension of size {n}"
                 )
             if k.stop is not None and index_value(k.stop) > n:
                 raise OutOfBoundsError(
-                    f"tensor '{name}' dimension {d}: index range "
+                    f"{tensor_label(name)} dimension {d}: index range "
                     f"[{k.start or 0}, {index_value(k.stop) - 1}] exceeds "
                     f"dimension size {n}"
                 )
@@ -139,7 +139,7 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
                 i += n
             if not 0 <= i < n:
                 raise OutOfBoundsError(
-                    f"tensor '{name}' dimension {d}: index {k} is out of range for size {n}"
+                    f"{tensor_label(name)} dimension {d}: index {k} is out of range for size {n}"
                 )
             offset += i * s
             int_dims.append(len(shape))
@@ -163,7 +163,7 @@ def select_dim(lay: Layout, d: int, i: int, name: str) -> Layout:
         i += n
     if not 0 <= i < n:
         raise OutOfBoundsError(
-            f"tensor '{name}' dimension {d}: select index {i} is out of range for size {n}"
+            f"{tensor_label(name)} dimension {d}: select index {i} is out of range for size {n}"
         )
     return Layout(
         lay.dtype,
@@ -199,11 +199,11 @@ def check_permutation(dims: Any, ndim: int) -> tuple[int, ...]:
 def broadcast(lay: Layout, d: int, size: int, name: str) -> Layout:
     if lay.shape[d] != 1:
         raise ConstraintError(
-            f"broadcast of '{name}': dimension {d} has size {lay.shape[d]}; "
+            f"broadcast of {tensor_label(name)}: dimension {d} has size {lay.shape[d]}; "
             "only a size-1 dimension can be broadcast"
         )
     if size < 1:
-        raise ConstraintError(f"broadcast of '{name}': size {size} must be >= 1")
+        raise ConstraintError(f"broadcast of {tensor_label(name)}: size {size} must be >= 1")
     shape, strides = list(lay.shape), list(lay.strides)
     shape[d], strides[d] = size, 0
     return Layout(lay.dtype, lay.offset, tuple(shape), tuple(strides))
@@ -222,7 +222,7 @@ def expand_dim(lay: Layout, d: int) -> Layout:
 def squeeze_dim(lay: Layout, d: int, name: str) -> Layout:
     if lay.shape[d] != 1:
         raise ConstraintError(
-            f"squeeze_dim of '{name}': dimension {d} has size {lay.shape[d]}; "
+            f"squeeze_dim of {tensor_label(name)}: dimension {d} has size {lay.shape[d]}; "
             "only a size-1 dimension can be removed"
         )
     return Layout(
@@ -248,7 +248,7 @@ def _infer_minus_one(total: int, shape: tuple[int, ...], what: str) -> tuple[int
 
 def reshape_dim(lay: Layout, d: int, shape: tuple[int, ...], name: str) -> Layout:
     """Split dim d into `shape` (row-major inside the old dim's stride)."""
-    what = f"reshape_dim of '{name}'"
+    what = f"reshape_dim of {tensor_label(name)}"
     shape = _infer_minus_one(lay.shape[d], tuple(index_value(s) for s in shape), what)
     if math.prod(shape) != lay.shape[d]:
         raise ConstraintError(
@@ -274,13 +274,13 @@ def flatten_dims(lay: Layout, start: int, end: int, name: str) -> Layout:
     """Merge dims start..end (inclusive) into one; they must be contiguous in storage."""
     if start >= end:
         raise ConstraintError(
-            f"flatten_dims of '{name}': start dimension {start} must be less "
+            f"flatten_dims of {tensor_label(name)}: start dimension {start} must be less "
             f"than end dimension {end}"
         )
     shp, st = lay.shape[start : end + 1], lay.strides[start : end + 1]
     if not dims_mergeable(shp, st):
         raise ConstraintError(
-            f"flatten_dims of '{name}': dimensions {start}..{end} (shape "
+            f"flatten_dims of {tensor_label(name)}: dimensions {start}..{end} (shape "
             f"{list(shp)}, strides {list(st)}) are not contiguous in memory"
         )
     inner = next((s for n, s in reversed(list(zip(shp, st, strict=True))) if n != 1), 1)
@@ -294,7 +294,7 @@ def flatten_dims(lay: Layout, start: int, end: int, name: str) -> Layout:
 
 def reshape(lay: Layout, shape: tuple[int, ...], on_chip: bool, name: str = "") -> Layout:
     """Reshape keeping element order (row-major); the partition dim stays on chip."""
-    what = f"reshape of '{name}'"
+    what = f"reshape of {tensor_label(name)}"
     shape = _infer_minus_one(lay.size, tuple(index_value(s) for s in shape), what)
     if math.prod(shape) != lay.size:
         raise ConstraintError(
@@ -356,7 +356,7 @@ def view_dtype(lay: Layout, new: dt.DType, f_elems: int | None, name: str) -> La
     f_elems: elements per partition of the buffer in the old dtype (on chip), else None.
     """
     old = lay.dtype
-    what = f"view of '{name}' as {new.name}"
+    what = f"view of {tensor_label(name)} as {new.name}"
     if new.itemsize == old.itemsize:
         return Layout(new, lay.offset, lay.shape, lay.strides)
     if not lay.shape:

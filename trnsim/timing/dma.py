@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
+from trnsim.timing.models import attr
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ def _rows(instr: Instruction) -> int:
 
 def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> DmaPlan:
     """Split a dma_copy/dma_transpose record into descriptors and per-engine chunks."""
-    dge = str(instr.attrs.get("dge_mode") or "unknown")
+    dge = str(attr(instr, "dge_mode") or "unknown")
     if dge == "hwdge" and chip.dma.hwdge_blocks_per_core < 1:
         dge = "none"
-    issuer = str(instr.attrs.get("queue_engine") or instr.attrs.get("engine") or "sync")
+    issuer = str(attr(instr, "queue_engine") or attr(instr, "engine") or "sync")
     if dge == "swdge" or instr.engine == "gpsimd":
         issuer = "gpsimd"
     elif issuer not in ("sync", "scalar", "gpsimd"):

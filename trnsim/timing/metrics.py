@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from trnsim.program import Instruction
+from trnsim.timing.models import attr
 
 TENSOR_OPS = frozenset({"nc_matmul", "nc_matmul_mx", "nc_transpose"})
 # BF16-adjusted FLOPs (NX-SCHEMA): FP32 work x4, FP8 x0.5 on NC-v3/v4 (x1 on NC-v2), MX x0.25.
@@ -39,13 +40,13 @@ def matmul_flops(ins: Instruction) -> int:
     k = stat.partitions
     m, n = stat.elems_per_partition, mov.elems_per_partition
     packed = 4 if ins.opcode == "nc_matmul_mx" else 1  # x4 dtypes pack 4 values along K
-    if ins.attrs.get("perf_mode") == "double_row":
+    if attr(ins, "perf_mode") == "double_row":
         return 2 * k * 2 * (m // 2) * (n // 2)
     return 2 * k * packed * m * n
 
 
 def is_transpose(ins: Instruction) -> bool:
-    return ins.opcode == "nc_transpose" or bool(ins.attrs.get("is_transpose"))
+    return ins.opcode == "nc_transpose" or bool(attr(ins, "is_transpose"))
 
 
 def flops_adjustment(ins: Instruction, nc_version: int) -> float:

@@ -7,6 +7,7 @@ the instruction's engine.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,6 +50,17 @@ def cost_model(name: str) -> Callable[[Model], Model]:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def attr(instr: Instruction, key: str, default: Any = None) -> Any:
+    """An attribute as plain data: enums and functions (nl.add, np.exp) by name."""
+    v = instr.attrs.get(key, default)
+    if isinstance(v, enum.Enum):
+        return v.name
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    name = getattr(v, "name", None) or getattr(v, "__name__", None)
+    return name if isinstance(name, str) else v
 
 
 def main_input(instr: Instruction) -> Operand | None:
@@ -112,7 +124,10 @@ def _stream(
     eng = chip.engines[instr.engine if instr.engine in chip.engines else "vector"]
     tiny = instr.engine == "vector" and _n(instr) < chip.timing["tiny_elems"]
     return Cost(
-        ii, ii + eng.latency_cycles, perf_mode=f"{factor}x" if factor > 1 else "", tiny=tiny
+        ii,
+        ii + eng.latency_cycles + int(chip.timing["access_overhead_cycles"]),
+        perf_mode=f"{factor}x" if factor > 1 else "",
+        tiny=tiny,
     )
 
 
@@ -124,7 +139,7 @@ def streaming(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
     """max(MIN_II, n_factor * N) + extra_cycles; optional perf mode and GpSimd rsqrt factor."""
     work = p.get("n_factor", 1) * _n(instr)
     factor = perf_factor(instr, chip) if p.get("perf_mode") else 1
-    if instr.engine == "gpsimd" and "rsqrt" in (instr.attrs.get("op0"), instr.attrs.get("op1")):
+    if instr.engine == "gpsimd" and "rsqrt" in (attr(instr, "op0"), attr(instr, "op1")):
         work *= p.get("gpsimd_rsqrt_factor", 1)
     return _stream(
         instr,
@@ -163,7 +178,7 @@ def two_input(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
     fast = spaces == {"sbuf", "psum"} or (
         spaces == {"sbuf"}
         and all(o.dtype == "bfloat16" for o in all_ops)
-        and instr.attrs.get("op") in p.get("fast_ops", ())
+        and attr(instr, "op") in p.get("fast_ops", ())
         and all(map(_contiguous, all_ops))
     )
     work = n if fast else 2 * n
@@ -185,8 +200,8 @@ def scalar_tensor_tensor(instr: Instruction, p: dict[str, Any], chip: ChipSpec) 
     named = {o.name: o for o in instr.reads}
     fast = (
         all(named[k].dtype == "bfloat16" for k in ("data", "operand1") if k in named)
-        and instr.attrs.get("op0") == "subtract"
-        and instr.attrs.get("op1") == "multiply"
+        and attr(instr, "op0") == "subtract"
+        and attr(instr, "op1") == "multiply"
         and n % 2 == 0
     )
     return _stream(instr, chip, n if fast else 2 * n, 0)
@@ -196,7 +211,7 @@ def scalar_tensor_tensor(instr: Instruction, p: dict[str, Any], chip: ChipSpec) 
 def reduce(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
     n = _n(instr)
     bf16 = all(o.dtype == "bfloat16" for o in instr.operands)
-    fast = bf16 and instr.attrs.get("op") in p.get("fast_ops", ())
+    fast = bf16 and attr(instr, "op") in p.get("fast_ops", ())
     return _stream(instr, chip, n / 2 if fast else n, 0)
 
 
@@ -213,7 +228,7 @@ def predicated(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
 def memset(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
     dst = instr.writes[0] if instr.writes else None
     n = dst.elems_per_partition if dst is not None else 1
-    half = instr.attrs.get("value") in (0, 0.0) and dst is not None and dst.dtype in SIXTEEN_BIT
+    half = attr(instr, "value") in (0, 0.0) and dst is not None and dst.dtype in SIXTEEN_BIT
     return _stream(instr, chip, n / 2 if half else n, chip.timing["min_ii_cycles"])
 
 
@@ -226,9 +241,9 @@ def gpsimd(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
 
 @cost_model("local_gather")
 def local_gather(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
-    k = int(instr.attrs.get("num_elem_per_idx") or 1)
+    k = int(attr(instr, "num_elem_per_idx") or 1)
     idx = next((o for o in instr.reads if o.name == "index"), None)
-    n_idx = instr.attrs.get("num_valid_indices") or (idx.elems_per_partition * 16 if idx else 1)
+    n_idx = attr(instr, "num_valid_indices") or (idx.elems_per_partition * 16 if idx else 1)
     src = next((o for o in instr.reads if o.name == "src_buffer"), main_input(instr))
     dbytes = max(1, src.nbytes // max(1, src.partitions * src.elems_per_partition)) if src else 4
     c = ((28 + 4 * k) / (4 * k)) / min(4 / dbytes, k)
@@ -237,7 +252,7 @@ def local_gather(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
 
 @cost_model("topk")
 def topk(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
-    n = int(instr.attrs.get("n") or _n(instr))
+    n = int(attr(instr, "n") or _n(instr))
     k = max((o.elems_per_partition for o in instr.writes), default=1)
     return _stream(instr, chip, 4 * n + k, 0)
 
@@ -247,7 +262,7 @@ def _matmul_dims(instr: Instruction) -> tuple[int, int]:
     stat, mov = named.get("stationary"), named.get("moving")
     m = stat.elems_per_partition if stat else 128
     n = mov.elems_per_partition if mov else 1
-    if instr.attrs.get("perf_mode") == "double_row":
+    if attr(instr, "perf_mode") == "double_row":
         m, n = max(1, m // 2), max(1, n // 2)  # inputs shaped [K/2, 2, M]: two K rows per PE
     return m, n
 
@@ -257,9 +272,9 @@ def _fp32_factor(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> float
     if "float32" not in dtypes:
         return 1
     factor = p.get("fp32_factor", 4)
-    if instr.attrs.get("is_transpose") and chip.nc_version >= 3:
+    if attr(instr, "is_transpose") and chip.nc_version >= 3:
         factor /= chip.tensor.transpose_fp32_speedup
-    elif instr.attrs.get("is_stationary_onezero") or instr.attrs.get("is_moving_onezero"):
+    elif attr(instr, "is_stationary_onezero") or attr(instr, "is_moving_onezero"):
         factor /= p.get("onezero_factor", 1)
     return factor
 

@@ -25,6 +25,7 @@ from trnsim.program import Instruction
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
+from trnsim.timing.models import attr
 from trnsim.timing.ports import Ports
 from trnsim.timing.throttle import Throttle
 
@@ -415,5 +416,11 @@ def _dma_signature(ins: Instruction) -> tuple:
             for o in ins.operands
         ]
     )
-    a = ins.attrs
-    return (ins.opcode, ops, a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
+    return (
+        ins.opcode,
+        ins.engine,
+        ops,
+        attr(ins, "dge_mode"),
+        attr(ins, "queue_engine"),
+        attr(ins, "engine"),
+    )

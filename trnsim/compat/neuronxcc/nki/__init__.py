@@ -59,14 +59,25 @@ def benchmark(kernel: Any = None, warmup: int = 10, iters: int = 100, **kwargs: 
     return _decorator("benchmark", kernel, {"warmup": warmup, "iters": iters, **kwargs})
 
 
-def profile(func: Any = None, working_directory: Any = None, save_neff_name: Any = None,
-            save_trace_name: Any = None, additional_compile_opt: Any = None,
-            overwrite: bool = False, profile_nth: int = 1, **kwargs: Any) -> Any:
+def profile(
+    func: Any = None,
+    working_directory: Any = None,
+    save_neff_name: Any = None,
+    save_trace_name: Any = None,
+    additional_compile_opt: Any = None,
+    overwrite: bool = False,
+    profile_nth: int = 1,
+    **kwargs: Any,
+) -> Any:
     """nki.profile: run and time the kernel; with working_directory, write the simulated
     timeline there as <save_trace_name stem>.json (Perfetto) plus a summary sidecar. The
     Profile is left on `fn.profile_result`."""
-    options = {"working_directory": working_directory, "save_trace_name": save_trace_name,
-               "overwrite": overwrite, **kwargs}
+    options = {
+        "working_directory": working_directory,
+        "save_trace_name": save_trace_name,
+        "overwrite": overwrite,
+        **kwargs,
+    }
     return _decorator("profile", func, options)
 
 
@@ -101,6 +112,22 @@ class FrameworkKernel:
         return _dt.resolve(dtype)
 
 
-__all__ = ["BenchmarkResult", "FrameworkKernel", "Kernel", "Latency", "baremetal", "benchmark",
-           "compiler", "errors", "isa", "jit", "language", "profile", "simulate_kernel",
-           "sync_thread", "tensor", "trace", "typing"]
+__all__ = [
+    "BenchmarkResult",
+    "FrameworkKernel",
+    "Kernel",
+    "Latency",
+    "baremetal",
+    "benchmark",
+    "compiler",
+    "errors",
+    "isa",
+    "jit",
+    "language",
+    "profile",
+    "simulate_kernel",
+    "sync_thread",
+    "tensor",
+    "trace",
+    "typing",
+]

@@ -40,13 +40,19 @@ class _Rewrite(ast.NodeTransformer):
             return node
         self.count += 1
         helper = ast.Attribute(
-            value=ast.Call(func=ast.Name("__import__", ast.Load()),
-                           args=[ast.Constant(_HELPER)],
-                           keywords=[ast.keyword("fromlist", ast.List([ast.Constant("x")],
-                                                                      ast.Load()))]),
-            attr="checked", ctx=ast.Load())
-        call = ast.Call(func=helper, args=[node.value, node.annotation,
-                                           ast.Constant(node.target.id)], keywords=[])
+            value=ast.Call(
+                func=ast.Name("__import__", ast.Load()),
+                args=[ast.Constant(_HELPER)],
+                keywords=[ast.keyword("fromlist", ast.List([ast.Constant("x")], ast.Load()))],
+            ),
+            attr="checked",
+            ctx=ast.Load(),
+        )
+        call = ast.Call(
+            func=helper,
+            args=[node.value, node.annotation, ast.Constant(node.target.id)],
+            keywords=[],
+        )
         new = ast.Assign(targets=[ast.Name(node.target.id, ast.Store())], value=call)
         return ast.copy_location(new, node)
 
@@ -73,7 +79,7 @@ def with_checked_annotations(fn: Callable[..., Any]) -> Callable[..., Any]:
     ast.increment_lineno(tree, code.co_firstlineno - 1)
     namespace: dict[str, Any] = {}
     try:
-        exec(compile(tree, code.co_filename, "exec"), fn.__globals__, namespace)  # noqa: S102
+        exec(compile(tree, code.co_filename, "exec"), fn.__globals__, namespace)
     except Exception:  # a source we cannot recompile faithfully: keep the original
         return fn
     new = namespace.get(fdef.name)

@@ -22,7 +22,7 @@ hbm = private_hbm
 PSUM_BANK_BYTES = 2048  # one PSUM bank per partition (nki-api.md §3.1)
 
 
-class par_dim(int):  # noqa: N801 - NKI's name
+class par_dim(int):
     """nl.par_dim(n): marks the partition axis of an on-chip shape; axes before it are block
     dimensions (`(B, nl.par_dim(128), F)`)."""
 
@@ -47,8 +47,10 @@ class DirectAllocator:
         try:
             p, b = (int(x) for x in got)
         except (TypeError, ValueError) as e:
-            raise ConstraintError(f"ncc.{self.space}.{self.kind}: the allocation function must "
-                                  f"return (start_partition, byte_address), got {got!r}") from e
+            raise ConstraintError(
+                f"ncc.{self.space}.{self.kind}: the allocation function must "
+                f"return (start_partition, byte_address), got {got!r}"
+            ) from e
         return p, b
 
 
@@ -70,10 +72,18 @@ class _SbufAllocators:
     def alloc(self, func: Callable[..., tuple[int, int]]) -> DirectAllocator:
         return DirectAllocator(self.space, func, "alloc")
 
-    def mod_alloc(self, base_addr: int, base_partition: int = 0, num_par_tiles: Any = (),
-                  num_free_tiles: Any = ()) -> DirectAllocator:
-        free = tuple(num_free_tiles) if isinstance(num_free_tiles, (tuple, list)) \
+    def mod_alloc(
+        self,
+        base_addr: int,
+        base_partition: int = 0,
+        num_par_tiles: Any = (),
+        num_free_tiles: Any = (),
+    ) -> DirectAllocator:
+        free = (
+            tuple(num_free_tiles)
+            if isinstance(num_free_tiles, (tuple, list))
             else (int(num_free_tiles),)
+        )
 
         def func(idx: tuple[int, ...], pdim_size: int, fdim_bytes: int) -> tuple[int, int]:
             return base_partition, base_addr + _mod_index(idx, free) * fdim_bytes
@@ -89,11 +99,20 @@ class _PsumAllocators(_SbufAllocators):
 
     space = "psum"
 
-    def mod_alloc(self, base_bank: int, base_addr: int = 0, base_partition: int = 0,  # type: ignore[override]
-                  num_bank_tiles: Any = (), num_par_tiles: Any = (),
-                  num_free_tiles: Any = ()) -> DirectAllocator:
-        banks = tuple(num_bank_tiles) if isinstance(num_bank_tiles, (tuple, list)) \
+    def mod_alloc(
+        self,
+        base_bank: int,
+        base_addr: int = 0,
+        base_partition: int = 0,  # type: ignore[override]
+        num_bank_tiles: Any = (),
+        num_par_tiles: Any = (),
+        num_free_tiles: Any = (),
+    ) -> DirectAllocator:
+        banks = (
+            tuple(num_bank_tiles)
+            if isinstance(num_bank_tiles, (tuple, list))
             else (int(num_bank_tiles),)
+        )
 
         def func(idx: tuple[int, ...], pdim_size: int, fdim_bytes: int) -> tuple[int, int]:
             bank = base_bank + _mod_index(idx, banks)
@@ -119,8 +138,10 @@ def resolve(buffer: Any, default: MemoryRegion = sbuf) -> tuple[str, DirectAlloc
         return buffer.space, None
     if isinstance(buffer, MemoryRegion):
         return buffer.value, None
-    raise ConstraintError(f"buffer={buffer!r} is not a buffer (use nl.sbuf, nl.psum, nl.hbm, "
-                          "nl.private_hbm, nl.shared_hbm or an ncc allocator)")
+    raise ConstraintError(
+        f"buffer={buffer!r} is not a buffer (use nl.sbuf, nl.psum, nl.hbm, "
+        "nl.private_hbm, nl.shared_hbm or an ncc allocator)"
+    )
 
 
 def marker_of(t: Any) -> MemoryRegion:
@@ -131,5 +152,16 @@ def marker_of(t: Any) -> MemoryRegion:
     return shared_hbm if t._buf is not None and t._buf.kind == "shared_hbm" else private_hbm
 
 
-__all__ = ["DirectAllocator", "MemoryRegion", "hbm", "par_dim", "private_hbm", "psum",
-           "psum_allocators", "resolve", "sbuf", "sbuf_allocators", "shared_hbm"]
+__all__ = [
+    "DirectAllocator",
+    "MemoryRegion",
+    "hbm",
+    "par_dim",
+    "private_hbm",
+    "psum",
+    "psum_allocators",
+    "resolve",
+    "sbuf",
+    "sbuf_allocators",
+    "shared_hbm",
+]

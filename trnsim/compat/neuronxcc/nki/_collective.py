@@ -40,32 +40,54 @@ def uses_all_reduce(fn: Any) -> bool:
 
 
 @api("nl.all_reduce")
-def all_reduce(x: Any, op: Any, program_axes: Any, *, dtype: Any = None, mask: Any = None,
-               parallel_reduce: bool = True, asynchronous: bool = False,
-               **kwargs: Any) -> tensor:
+def all_reduce(
+    x: Any,
+    op: Any,
+    program_axes: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    parallel_reduce: bool = True,
+    asynchronous: bool = False,
+    **kwargs: Any,
+) -> tensor:
     """op-reduce x across the programs along the grid axes `program_axes`."""
     ctx, _ = context("nl.all_reduce")
     x = M.tile(x, "nl.all_reduce", "x")
     name = op_name(op, "op")
     loc, loops = here()
     out = M.fresh(tuple(x.shape), M.out_dtype(dtype, x.dtype), name="all_reduce")
-    run("dma_copy", None, domain=tuple(x.shape), outputs={"dst": (out, None)},
-        inputs={"src": x if x.space == "sbuf" else M.to_sbuf(x)}, mask=as_mask(mask), loc=loc,
-        loops=loops)
+    run(
+        "dma_copy",
+        None,
+        domain=tuple(x.shape),
+        outputs={"dst": (out, None)},
+        inputs={"src": x if x.space == "sbuf" else M.to_sbuf(x)},
+        mask=as_mask(mask),
+        loc=loc,
+        loops=loops,
+    )
     grid = tuple(ctx.grid)
-    axes = (program_axes,) if isinstance(program_axes, (int, np.integer)) else \
-        tuple(int(a) for a in program_axes)
+    axes = (
+        (program_axes,)
+        if isinstance(program_axes, (int, np.integer))
+        else tuple(int(a) for a in program_axes)
+    )
     if any(not 0 <= a < max(len(grid), 1) for a in axes):
-        raise ConstraintError(f"nl.all_reduce: program_axes {axes} outside the launch grid of "
-                              f"rank {len(grid)}")
+        raise ConstraintError(
+            f"nl.all_reduce: program_axes {axes} outside the launch grid of rank {len(grid)}"
+        )
     programs = ctx.extra.get("lnc")
     group_size = int(np.prod([grid[a] for a in axes])) if grid else 1
     if group_size == 1:
         return out
     if programs is None:
-        raise UnsupportedError("nl.all_reduce: this launch runs its programs one after "
-                               "another; call nl.all_reduce inside the kernel function itself "
-                               "so trnsim runs the grid cooperatively", loc)
+        raise UnsupportedError(
+            "nl.all_reduce: this launch runs its programs one after "
+            "another; call nl.all_reduce inside the kernel function itself "
+            "so trnsim runs the grid cooperatively",
+            loc,
+        )
     pid = tuple(ctx.program_id)
     rank = grid_points(grid).index(pid)
     key = tuple(p for k, p in enumerate(pid) if k not in axes)

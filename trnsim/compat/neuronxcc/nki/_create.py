@@ -40,9 +40,12 @@ def resolve_dtype(dtype: Any, what: str = "dtype") -> dt.DType:
     try:
         return dt.resolve(dtype)
     except (TypeError, KeyError, ValueError) as e:
-        raise b1_error(ConstraintError, "err_unsupported_dtype_value",
-                       f"Unsupported {what} {dtype!r}, expected one of the following dtypes: "
-                       f"{', '.join(dt.ALL)}") from e
+        raise b1_error(
+            ConstraintError,
+            "err_unsupported_dtype_value",
+            f"Unsupported {what} {dtype!r}, expected one of the following dtypes: "
+            f"{', '.join(dt.ALL)}",
+        ) from e
 
 
 def parse_shape(shape: Any) -> tuple[tuple[int, ...], int]:
@@ -65,8 +68,9 @@ def parse_shape(shape: Any) -> tuple[tuple[int, ...], int]:
     return logical, (marked[0] if marked else 0)
 
 
-def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "",
-             allocator: Any = None) -> tensor:
+def allocate(
+    shape: Any, dtype: Any, buffer: Any = None, name: str = "", allocator: Any = None
+) -> tensor:
     """A fresh uninitialized tensor (space: sbuf, psum, shared_hbm, private_hbm)."""
     ctx, st = context("nl.ndarray")
     dtype = resolve_dtype(dtype)
@@ -79,23 +83,38 @@ def allocate(shape: Any, dtype: Any, buffer: Any = None, name: str = "",
         raise ConstraintError("nl.par_dim applies to on-chip (sbuf/psum) tensors only")
     region = _buffers.shared_hbm if space == "shared_hbm" else _buffers.private_hbm
     if region is _buffers.shared_hbm and st.loops:
-        raise b1_error(ConstraintError, "err_shared_hbm_must_in_kernel_level",
-                       "shared_hbm buffer can only be created top level kernel scope (this "
-                       "call is inside a loop)")
+        raise b1_error(
+            ConstraintError,
+            "err_shared_hbm_must_in_kernel_level",
+            "shared_hbm buffer can only be created top level kernel scope (this "
+            "call is inside a loop)",
+        )
     view = _allocate_hbm(ctx, region, logical, dtype, name)
     return tensor.whole(view.buffer, view.layout, None)
 
 
-def _allocate_on_chip(ctx: Any, st: Any, space: str, logical: tuple[int, ...], pdim: int,
-                      dtype: dt.DType, name: str, direct: Any) -> tensor:
+def _allocate_on_chip(
+    ctx: Any,
+    st: Any,
+    space: str,
+    logical: tuple[int, ...],
+    pdim: int,
+    dtype: dt.DType,
+    name: str,
+    direct: Any,
+) -> tensor:
     if not logical:
-        raise ConstraintError(f"{space} tensor '{name}': on-chip tensors need a partition "
-                              "dimension")
+        raise ConstraintError(
+            f"{space} tensor '{name}': on-chip tensors need a partition dimension"
+        )
     parts = logical[pdim]
     pmax = ctx.chip.tile_size["pmax"]
     if parts > pmax:
-        raise b1_error(ConstraintError, "err_num_partition_exceed_arch_limit",
-                       f"number of partitions {parts} exceed architecture limitation of {pmax}.")
+        raise b1_error(
+            ConstraintError,
+            "err_num_partition_exceed_arch_limit",
+            f"number of partitions {parts} exceed architecture limitation of {pmax}.",
+        )
     free = [n for d, n in enumerate(logical) if d != pdim]
     f_total = int(np.prod(free, dtype=np.int64)) if free else 1
     address = None
@@ -110,22 +129,27 @@ def _allocate_on_chip(ctx: Any, st: Any, space: str, logical: tuple[int, ...], p
             acc *= logical[d]
     strides[pdim] = f_total
     base = Layout(dtype, view.layout.offset, logical, tuple(strides))
+    st.enter_scope(view.buffer)
     return tensor.whole(view.buffer, base, pdim)
 
 
-def _direct_address(direct: Any, logical: tuple[int, ...], pdim: int,
-                    dtype: dt.DType) -> tuple[int, int] | None:
+def _direct_address(
+    direct: Any, logical: tuple[int, ...], pdim: int, dtype: dt.DType
+) -> tuple[int, int] | None:
     """Every block's B1 address (validated); the exact address when there is one block."""
     blocks = logical[:pdim]
     tile_free = [n for d, n in enumerate(logical) if d > pdim]
-    fbytes = int(np.prod(tile_free, dtype=np.int64)) * dtype.itemsize if tile_free \
-        else dtype.itemsize
+    fbytes = (
+        int(np.prod(tile_free, dtype=np.int64)) * dtype.itemsize if tile_free else dtype.itemsize
+    )
     first = None
     for idx in np.ndindex(*blocks) if blocks else [()]:
         p, b = direct.address(tuple(int(i) for i in idx), logical[pdim], fbytes)
         if b % dtype.itemsize:
-            raise ConstraintError(f"ncc.{direct.space}.{direct.kind}: byte address {b} is not "
-                                  f"a multiple of the {dtype} element size")
+            raise ConstraintError(
+                f"ncc.{direct.space}.{direct.kind}: byte address {b} is not "
+                f"a multiple of the {dtype} element size"
+            )
         first = first or (p, b // dtype.itemsize)
     return first if not blocks else None
 
@@ -151,14 +175,19 @@ def _filled(api_name: str, shape: Any, value: Any, dtype: Any, buffer: Any, name
     loc, loops = here()
     space, direct = _buffers.resolve(buffer)
     if space not in ("sbuf", "psum"):
-        raise b1_error(ConstraintError, "err_hbm_tensor_with_init_value_not_supported",
-                       f"{api_name}: Creating HBM tensor with init value is not supported "
-                       "(create it with nl.ndarray and nl.store the values)")
+        raise b1_error(
+            ConstraintError,
+            "err_hbm_tensor_with_init_value_not_supported",
+            f"{api_name}: Creating HBM tensor with init value is not supported "
+            "(create it with nl.ndarray and nl.store the values)",
+        )
     if direct is not None or getattr(st, "direct_alloc", False):
-        raise b1_error(ConstraintError,
-                       "err_tensor_creation_on_scratchpad_with_init_value_not_supported",
-                       f"{api_name}: Creating SBUF/PSUM tensor with init value is not "
-                       "supported in allocated kernels")
+        raise b1_error(
+            ConstraintError,
+            "err_tensor_creation_on_scratchpad_with_init_value_not_supported",
+            f"{api_name}: Creating SBUF/PSUM tensor with init value is not "
+            "supported in allocated kernels",
+        )
     t = allocate(shape, dtype, buffer, name or target_name(loc))
     _fill(t, value, loc, loops)
     return t
@@ -177,8 +206,7 @@ def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> tenso
 
 
 @api("nl.full")
-def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None,
-         name: str = "") -> tensor:
+def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> tensor:
     """A new on-chip tensor filled with fill_value (memset)."""
     return _filled("nl.full", shape, fill_value, dtype, buffer, name)
 
@@ -210,13 +238,35 @@ def rand(shape: Any, dtype: Any = dt.float32, **kwargs: Any) -> tensor:
     loc, loops = here()
     bits = allocate(shape, dt.uint32, None, "rand_bits")
     issue("rng", "vector", loc=loc, loops=loops, dst=bits.operand())
-    issue("tensor_scalar", None, loc=loc, loops=loops, dst=bits.operand(), data=bits.operand(),
-          op0="right_shift", operand0=8, reverse0=False, op1=None, operand1=None,
-          reverse1=False)
+    issue(
+        "tensor_scalar",
+        None,
+        loc=loc,
+        loops=loops,
+        dst=bits.operand(),
+        data=bits.operand(),
+        op0="right_shift",
+        operand0=8,
+        reverse0=False,
+        op1=None,
+        operand1=None,
+        reverse1=False,
+    )
     out = allocate(shape, dtype, kwargs.get("buffer"), target_name(loc))
-    issue("tensor_scalar", None, loc=loc, loops=loops, dst=out.operand(), data=bits.operand(),
-          op0="multiply", operand0=2.0 ** -24, reverse0=False, op1=None, operand1=None,
-          reverse1=False)
+    issue(
+        "tensor_scalar",
+        None,
+        loc=loc,
+        loops=loops,
+        dst=out.operand(),
+        data=bits.operand(),
+        op0="multiply",
+        operand0=2.0**-24,
+        reverse0=False,
+        op1=None,
+        operand1=None,
+        reverse1=False,
+    )
     return out
 
 
@@ -253,13 +303,15 @@ def shared_constant(constant: Any, dtype: Any = None) -> tensor:
     except KernelError:
         raise
     except (TypeError, ValueError) as e:
-        raise ConstraintError(f"nl.shared_constant: cannot store {arr.dtype} values as "
-                              f"{dtype}") from e
+        raise ConstraintError(
+            f"nl.shared_constant: cannot store {arr.dtype} values as {dtype}"
+        ) from e
 
 
 @api("nl.shared_identity_matrix")
 def shared_identity_matrix(n: int, dtype: Any = dt.uint8) -> tensor:
     """An n x n identity matrix in shared HBM (load it to use it on chip)."""
     dtype = resolve_dtype(dtype)
-    return _constant("nl.shared_identity_matrix", np.eye(int(n), dtype=np.float32), dtype,
-                     f"identity_{n}")
+    return _constant(
+        "nl.shared_identity_matrix", np.eye(int(n), dtype=np.float32), dtype, f"identity_{n}"
+    )

@@ -56,7 +56,7 @@ class Tracker:
             p_off, f_off = divmod(lay.offset, f)
             if (f_off * s) % g:
                 return None
-            anchor = arr[p_off, (f_off * s) // g:]
+            anchor = arr[p_off, (f_off * s) // g :]
             strides = []
             for st in lay.strides:
                 ps, fs = (st // f, 0) if f and st and st % f == 0 else (0, st)
@@ -66,13 +66,20 @@ class Tracker:
         else:
             if (lay.offset * s) % g or any((st * s) % g for st in lay.strides):
                 return None
-            anchor = arr[(lay.offset * s) // g:]
+            anchor = arr[(lay.offset * s) // g :]
             strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
         return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
 
-    def check(self, frames: list[LoopFrame], opcode: str, reads: Mapping[str, View],
-              writes: Mapping[str, View], rmw: bool, program: list[Instruction],
-              loc: SourceLocation | None) -> None:
+    def check(
+        self,
+        frames: list[LoopFrame],
+        opcode: str,
+        reads: Mapping[str, View],
+        writes: Mapping[str, View],
+        rmw: bool,
+        program: list[Instruction],
+        loc: SourceLocation | None,
+    ) -> None:
         """Raise if this instruction reads or overwrites a value of an earlier iteration."""
         for name, view in reads.items():
             if rmw and any(_same(view, w) for w in writes.values()):
@@ -101,8 +108,9 @@ def _same(a: View, b: View) -> bool:
     return a.buffer is b.buffer and a.layout == b.layout
 
 
-def _earliest_hit(frames: list[LoopFrame], stamps: np.ndarray,
-                  accumulate_ok: bool) -> tuple[LoopFrame, int] | None:
+def _earliest_hit(
+    frames: list[LoopFrame], stamps: np.ndarray, accumulate_ok: bool
+) -> tuple[LoopFrame, int] | None:
     """(loop, writer instruction index) of a stamp from an earlier iteration, innermost first."""
     live = stamps[stamps != 0]
     if not live.size:
@@ -133,25 +141,43 @@ def _loop_name(frame: LoopFrame) -> str:
     return f"nl.affine_range{where}"
 
 
-def _carried(opcode: str, name: str, view: View, hit: tuple[LoopFrame, int],
-             program: list[Instruction], loc: SourceLocation | None) -> Any:
+def _carried(
+    opcode: str,
+    name: str,
+    view: View,
+    hit: tuple[LoopFrame, int],
+    program: list[Instruction],
+    loc: SourceLocation | None,
+) -> Any:
     frame, index = hit
     return b1_error(
-        ConstraintError, "err_loop_carried_dependency",
+        ConstraintError,
+        "err_loop_carried_dependency",
         f"{opcode}: operand '{name}' reads `{view.buffer.name or '?'}` values written by an "
         f"earlier iteration of {_loop_name(frame)}{_writer(program, index, frame)}; iteration "
         f"{frame.iteration} depends on it, but affine_range iterations must be independent "
         "(the compiler may run them in any order). Use nl.sequential_range for a loop-carried "
-        "dependency, or accumulate with += / nl.loop_reduce", loc)
+        "dependency, or accumulate with += / nl.loop_reduce",
+        loc,
+    )
 
 
-def _output_dep(opcode: str, name: str, view: View, hit: tuple[LoopFrame, int],
-                program: list[Instruction], loc: SourceLocation | None) -> Any:
+def _output_dep(
+    opcode: str,
+    name: str,
+    view: View,
+    hit: tuple[LoopFrame, int],
+    program: list[Instruction],
+    loc: SourceLocation | None,
+) -> Any:
     frame, index = hit
     return b1_error(
-        ConstraintError, "err_unexpected_output_dependencies",
+        ConstraintError,
+        "err_unexpected_output_dependencies",
         f"{opcode}: operand '{name}' overwrites `{view.buffer.name or '?'}` locations already "
         f"written by an earlier iteration of {_loop_name(frame)}{_writer(program, index, frame)}"
         f" (iteration {frame.iteration} writes them again); affine_range iterations must write "
         "disjoint locations. Index the destination with the loop variable, allocate it inside "
-        "the loop, or use nl.sequential_range", loc)
+        "the loop, or use nl.sequential_range",
+        loc,
+    )

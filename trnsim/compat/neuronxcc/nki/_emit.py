@@ -55,10 +55,17 @@ class Pending:
 # ---------------------------------------------------------------- pending results
 
 
-def make_pending(shape: tuple[int, ...], dtype: Any, buffer: str,
-                 emit: Callable[[tensor, str], None], *, loc: SourceLocation | None,
-                 dst_spaces: tuple[str, ...] = ("sbuf", "psum"), accumulates: bool = False,
-                 label: str = "") -> tensor:
+def make_pending(
+    shape: tuple[int, ...],
+    dtype: Any,
+    buffer: str,
+    emit: Callable[[tensor, str], None],
+    *,
+    loc: SourceLocation | None,
+    dst_spaces: tuple[str, ...] = ("sbuf", "psum"),
+    accumulates: bool = False,
+    label: str = "",
+) -> tensor:
     _, st = context(label or "nki")
     st.flush()
     t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
@@ -79,9 +86,10 @@ def materialize(t: tensor) -> None:
     from trnsim.compat.neuronxcc.nki import _create
 
     try:
-        fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=p.label or "tmp")
+        name = _create.target_name(p.loc, p.label or "tmp")
+        fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
     except KernelError as e:
-        raise e.with_loc(p.loc) from None
+        raise relocated(e, p.loc) from None
     _alias(t, fresh)
     p.emit(t, "write")
 
@@ -105,13 +113,24 @@ def take_pending(value: Any) -> Pending | None:
 # ---------------------------------------------------------------- one instruction
 
 
-def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sbuf",
-           engine: Any = None, domain: tuple[int, ...] | None = None,
-           inputs: Mapping[str, Any] | None = None, axes: Mapping[str, Axes] | None = None,
-           attrs: Mapping[str, Any] | None = None, out: str = "dst",
-           out_axes: Axes | None = None, mask: Any = None, accumulate_attr: str | None = None,
-           extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
-           label: str = "") -> tensor:
+def single(
+    opcode: str,
+    *,
+    shape: tuple[int, ...],
+    dtype: Any,
+    buffer: str = "sbuf",
+    engine: Any = None,
+    domain: tuple[int, ...] | None = None,
+    inputs: Mapping[str, Any] | None = None,
+    axes: Mapping[str, Axes] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    out: str = "dst",
+    out_axes: Axes | None = None,
+    mask: Any = None,
+    accumulate_attr: str | None = None,
+    extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
+    label: str = "",
+) -> tensor:
     """A pending result produced by one instruction writing operand `out` (and possibly
     `extra_outputs`, pre-declared tiles such as reduce_res)."""
     loc, loops = here()
@@ -119,19 +138,41 @@ def single(opcode: str, *, shape: tuple[int, ...], dtype: Any, buffer: str = "sb
     domain = tuple(shape if domain is None else domain)
     inputs, axes, attrs = dict(inputs or {}), dict(axes or {}), dict(attrs or {})
     spec = instruction_specs().get(opcode)
-    spaces = tuple(spec.operands[out].spaces) if spec is not None and out in spec.operands \
+    spaces = (
+        tuple(spec.operands[out].spaces)
+        if spec is not None and out in spec.operands
         else ("sbuf", "psum")
+    )
 
     def emit(dst: tensor, mode: str) -> None:
         a = dict(attrs)
         if accumulate_attr is not None:
             a[accumulate_attr] = mode == "accumulate"
         outputs = {out: (dst, out_axes), **dict(extra_outputs or {})}
-        run(opcode, engine, domain=domain, outputs=outputs, inputs=inputs, axes=axes, attrs=a,
-            mask=mask, loc=loc, loops=loops, rmw=mode == "accumulate")
+        run(
+            opcode,
+            engine,
+            domain=domain,
+            outputs=outputs,
+            inputs=inputs,
+            axes=axes,
+            attrs=a,
+            mask=mask,
+            loc=loc,
+            loops=loops,
+            rmw=mode == "accumulate",
+        )
 
-    return make_pending(shape, dtype, buffer, emit, loc=loc, dst_spaces=spaces,
-                        accumulates=accumulate_attr is not None, label=label or opcode)
+    return make_pending(
+        shape,
+        dtype,
+        buffer,
+        emit,
+        loc=loc,
+        dst_spaces=spaces,
+        accumulates=accumulate_attr is not None,
+        label=label or opcode,
+    )
 
 
 def _narrow(box: Box, axes: Axes | None, t: Any, domain: tuple[int, ...]) -> Box:
@@ -147,11 +188,20 @@ def _narrow(box: Box, axes: Axes | None, t: Any, domain: tuple[int, ...]) -> Box
     return out
 
 
-def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
-        outputs: Mapping[str, tuple[Any, Axes | None]], inputs: Mapping[str, Any],
-        axes: Mapping[str, Axes] | None = None, attrs: Mapping[str, Any] | None = None,
-        mask: Predicate | bool | None = None, loc: SourceLocation | None = None,
-        loops: tuple = (), rmw: bool = False) -> None:
+def run(
+    opcode: str,
+    engine: Any,
+    *,
+    domain: tuple[int, ...],
+    outputs: Mapping[str, tuple[Any, Axes | None]],
+    inputs: Mapping[str, Any],
+    axes: Mapping[str, Axes] | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    mask: Predicate | bool | None = None,
+    loc: SourceLocation | None = None,
+    loops: tuple = (),
+    rmw: bool = False,
+) -> None:
     """Issue `opcode` over `domain` restricted by `mask` (see the module docstring)."""
     axes = axes or {}
     if mask is False:
@@ -163,6 +213,10 @@ def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
     if any(hi <= lo for lo, hi in box):
         return
     try:
+        _, st = context(opcode)
+        for value in (*inputs.values(), *(d for d, _ in outputs.values())):
+            if isinstance(value, tensor) and value._buf is not None:
+                st.check_scope(value._buf, value.name)
         operands: dict[str, Any] = {}
         for name, value in inputs.items():
             if isinstance(value, (tensor, IndirectAccess, DynamicAccess)):
@@ -176,7 +230,7 @@ def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
             if residual:
                 restore.append(_saved(view, mask, box, domain, opcode))
     except KernelError as e:
-        raise e.with_loc(loc) from None
+        raise relocated(e, loc) from None
     issue(opcode, engine, loc=loc, loops=loops, rmw=rmw, **operands, **dict(attrs or {}))
     for view, keep, old in restore:
         if old is not None:
@@ -184,21 +238,40 @@ def run(opcode: str, engine: Any, *, domain: tuple[int, ...],
             arr[~keep] = old[~keep]
 
 
-def _saved(view: View, mask: Predicate, box: Box, domain: tuple[int, ...],
-           opcode: str) -> tuple[View, np.ndarray, np.ndarray | None]:
+def _saved(
+    view: View, mask: Predicate, box: Box, domain: tuple[int, ...], opcode: str
+) -> tuple[View, np.ndarray, np.ndarray | None]:
     shape = tuple(hi - lo for lo, hi in box)
     if tuple(view.shape) != shape:
-        raise UnsupportedError(f"{opcode}: a mask over several axes (e.g. i_p < i_f) is "
-                               "simulated only when the destination spans the masked "
-                               f"iteration space; destination {list(view.shape)} vs domain "
-                               f"{list(shape)} (use nisa.affine_select)")
+        raise UnsupportedError(
+            f"{opcode}: a mask over several axes (e.g. i_p < i_f) is "
+            "simulated only when the destination spans the masked "
+            f"iteration space; destination {list(view.shape)} vs domain "
+            f"{list(shape)} (use nisa.affine_select)"
+        )
     keep = mask.evaluate(shape, [lo for lo, _ in box])
     ctx, _ = context(opcode)
     return view, keep, view.read() if ctx.device.values else None
 
 
-def issue(opcode: str, eng: Any = None, *, loc: SourceLocation | None, loops: tuple = (),
-          rmw: bool = False, **kwargs: Any) -> None:
+def relocated(e: KernelError, loc: SourceLocation | None) -> KernelError:
+    """e located at `loc` (the line that created a deferred instruction), replacing the line
+    where it happened to be materialized."""
+    if loc is not None:
+        e.loc = loc
+        e.args = (e._render(),)
+    return e
+
+
+def issue(
+    opcode: str,
+    eng: Any = None,
+    *,
+    loc: SourceLocation | None,
+    loops: tuple = (),
+    rmw: bool = False,
+    **kwargs: Any,
+) -> None:
     """Check, execute and record one instruction at the user's line (B1 sibling of _issue)."""
     ctx, st = context(opcode)
     spec = instruction_specs().get(opcode)
@@ -247,7 +320,7 @@ def assign_item(t: tensor, key: Any, value: Any) -> None:
     """`t[key] = value` (and the store half of `t[key] += value`)."""
     from trnsim.compat.neuronxcc.nki import _copy
 
-    ctx, st = context("tensor assignment")
+    _, st = context("tensor assignment")
     try:
         dst = t[key]
         if isinstance(value, tensor) and value._inplace:
@@ -257,8 +330,11 @@ def assign_item(t: tensor, key: Any, value: Any) -> None:
         pending = value._pending if isinstance(value, tensor) else None
         if pending is None:
             st.flush()
-        if not isinstance(dst, tensor):  # an indirect HBM access: a scatter store
+        if isinstance(dst, IndirectAccess):  # an indirect HBM access: a scatter store
             _copy.store_indirect(dst, value)
+            return
+        if isinstance(dst, DynamicAccess):  # an on-chip destination at a runtime offset
+            _copy.store_dynamic(dst, value)
             return
         if pending is not None and emit_into(dst, value, "write"):
             return
@@ -270,15 +346,17 @@ def assign_item(t: tensor, key: Any, value: Any) -> None:
 def emit_into(dst: tensor, value: tensor, mode: str) -> bool:
     """Emit a pending value straight into dst when its instruction can write there."""
     p = value._pending
-    if p is None or not dst.on_chip and "hbm" not in p.dst_spaces:
+    if p is None or (not dst.on_chip and "hbm" not in p.dst_spaces):
         return False
     if dst.space not in p.dst_spaces:
         return False
-    same = tuple(dst.shape) == tuple(p.shape)
-    if not same:
-        if not dst.shape or not p.shape or dst.shape[0] != p.shape[0] \
-                or int(np.prod(dst.shape)) != int(np.prod(p.shape)):
-            return False
+    if tuple(dst.shape) != tuple(p.shape) and (
+        not dst.shape
+        or not p.shape
+        or dst.shape[0] != p.shape[0]
+        or int(np.prod(dst.shape)) != int(np.prod(p.shape))
+    ):
+        return False
     take_pending(value)
     p.emit(dst, mode)
     _alias(value, dst)
@@ -289,23 +367,30 @@ def accumulate(t: tensor, value: Any, op: str) -> tensor:
     """`t += value` (and -=, *=, /=): an in-place read-modify-write of t."""
     from trnsim.compat.neuronxcc.nki import _math
 
-    ctx, st = context(f"tensor {op}=")
+    _, st = context(f"tensor {op}=")
     loc = here()[0]
     try:
         t._ready()
         if isinstance(value, tensor) and value._pending is not None:
             p = value._pending
-            if op == "add" and p.accumulates and t.space == "psum" \
-                    and tuple(t.shape) == tuple(p.shape):
+            if (
+                op == "add"
+                and p.accumulates
+                and t.space == "psum"
+                and tuple(t.shape) == tuple(p.shape)
+            ):
                 take_pending(value)
                 p.emit(t, "accumulate")
                 t._inplace = True
                 return t
         st.flush()
         if not t.on_chip:
-            raise b1_error(ConstraintError, "err_unsupported_memory",
-                           f"in-place '{op}' on HBM tensor `{t.name}`: only SBUF and PSUM "
-                           "tiles can be updated in place")
+            raise b1_error(
+                ConstraintError,
+                "err_unsupported_memory",
+                f"in-place '{op}' on HBM tensor `{t.name}`: only SBUF and PSUM "
+                "tiles can be updated in place",
+            )
         result = _math.binary(op, t, value, dst_dtype=t.dtype, operator_form=True)
         emit_into(t, result, "accumulate") or _fallback_accumulate(t, result)
     except KernelError as e:

@@ -20,25 +20,22 @@ CODES: dict[str, str] = {
     "err_tensor_access_out_of_bound": "an index range leaves the tensor at trace time",
     "err_unexpected_output_dependencies": "two affine_range iterations write one location",
     "err_loop_carried_dependency": "an affine_range iteration reads a value written by an "
-                                   "earlier iteration (trnsim's name; use sequential_range)",
+    "earlier iteration (trnsim's name; use sequential_range)",
     "err_local_variable_used_out_of_scope": "a tensor is used outside its loop/if scope",
     "err_1d_arange_not_supported": "a tensor is indexed with a 1-D nl.arange",
-    "err_unsupported_mixing_basic_advanced_tensor_indexing": "slices mixed with index "
-                                                             "expressions",
+    "err_unsupported_mixing_basic_advanced_tensor_indexing": "slices mixed with index expressions",
     "err_failed_to_infer_tile_from_local_tensor": "axis 0 of an operand is not the partition "
-                                                  "dimension",
-    "err_leading_dimension_of_tensor_must_be_partition": "a block dimension comes before the "
-                                                         "partition dimension",
+    "dimension",
     "err_store_dst_shape_smaller_than_other_shape": "an assignment destination is smaller than "
-                                                    "the value",
+    "the value",
     "err_cannot_update_immutable_parameter": "a kernel parameter without nt.mutable_tensor is "
-                                             "written",
+    "written",
     "err_mutable_parameter_not_returned": "an nt.mutable_tensor parameter is not returned",
     "err_tensor_output_not_written_to": "a returned output is never written",
     "err_hbm_tensor_with_init_value_not_supported": "an HBM tensor is created with a value",
     "err_tensor_creation_on_scratchpad_with_init_value_not_supported": "an allocated kernel "
-                                                                      "creates an initialized "
-                                                                      "on-chip tensor",
+    "creates an initialized "
+    "on-chip tensor",
     "err_shared_hbm_must_in_kernel_level": "a shared_hbm tensor is created inside a loop",
     "err_activation_scale_invalid_type": "activation scale is not an fp32 scalar or vector",
     "err_activation_scale_scalar_or_vector": "activation scale is not a scalar or (P, 1)",
@@ -55,7 +52,7 @@ CODES: dict[str, str] = {
     "err_indirect_indices_free_dim": "indirect indexing on a free dimension",
     "err_indirect_indices_sbuf": "indirect indices not in SBUF",
     "err_indirect_indices_are_not_supported_with_nki_api": "indirect indexing on an API that "
-                                                           "does not take it",
+    "does not take it",
     "err_copy_dynamic_indirect_indices_not_natively_supported": "copy of an indirect access",
     "err_atomic_rmw_add_only": "atomic_rmw with an op other than add",
     "err_atomic_rmw_dynamic_index": "atomic_rmw without an indirect index",
@@ -63,20 +60,20 @@ CODES: dict[str, str] = {
     "err_nki_api_outside_of_nki_kernel": "an NKI API called outside a kernel",
     "err_program_id_axis_out_of_bounds": "nl.program_id(axis) outside the launch grid",
     "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel": "TensorE transpose in a "
-                                                                      "directly allocated "
-                                                                      "kernel",
+    "directly allocated "
+    "kernel",
     "err_bias_tensor_must_be_specified_in_allocation": "activation without bias in an "
-                                                       "allocated kernel",
+    "allocated kernel",
     "err_tile_index_add_non_integer_scalar": "an index expression combined with a non-integer",
     "err_param_shape_incompatible_with_numpy": "operand shapes do not broadcast",
     "err_param_shape_incompatible_with_matmul": "matmul operand shapes do not contract",
-    "err_param_shape_mismatch": "operands must have the same shape",
     "err_unsupported_dtype_value": "dtype= is not an NKI dtype",
 }
 
 
-def b1_error(cls: type[KernelError], code: str, message: str,
-             loc: SourceLocation | None = None) -> KernelError:
+def b1_error(
+    cls: type[KernelError], code: str, message: str, loc: SourceLocation | None = None
+) -> KernelError:
     """A trnsim error carrying the Beta-1 code (message ends with `[code]`), located at `loc`
     or else at the innermost user frame on the stack."""
     if code not in CODES:

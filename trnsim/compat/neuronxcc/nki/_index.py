@@ -23,20 +23,25 @@ import numpy as np
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.errors import ConstraintError
 
-_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-        "==": operator.eq}
+_CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": None}
 
 
 def _as_int(x: Any, what: str) -> int:
     if isinstance(x, (bool, np.bool_)):
-        raise b1_error(ConstraintError, "err_tile_index_add_non_integer_scalar",
-                       f"{what}: index expressions combine only with integers, got {x!r}")
+        raise b1_error(
+            ConstraintError,
+            "err_tile_index_add_non_integer_scalar",
+            f"{what}: index expressions combine only with integers, got {x!r}",
+        )
     if isinstance(x, (int, np.integer)):
         return int(x)
-    raise b1_error(ConstraintError, "err_tile_index_add_non_integer_scalar",
-                   f"{what}: index expressions combine only with integer scalars, got "
-                   f"{type(x).__name__} {x!r}")
+    raise b1_error(
+        ConstraintError,
+        "err_tile_index_add_non_integer_scalar",
+        f"{what}: index expressions combine only with integer scalars, got "
+        f"{type(x).__name__} {x!r}",
+    )
 
 
 def broadcast_shapes(*shapes: tuple[int, ...], what: str = "index expressions") -> tuple[int, ...]:
@@ -47,9 +52,12 @@ def broadcast_shapes(*shapes: tuple[int, ...], what: str = "index expressions") 
         for k, n in enumerate(s):
             j = rank - len(s) + k
             if n != 1 and out[j] not in (1, n):
-                raise b1_error(ConstraintError, "err_param_shape_incompatible_with_numpy",
-                               f"{what}: shapes {', '.join(map(str, map(list, shapes)))} "
-                               "could not be broadcast together")
+                raise b1_error(
+                    ConstraintError,
+                    "err_param_shape_incompatible_with_numpy",
+                    f"{what}: shapes {', '.join(map(str, map(list, shapes)))} "
+                    "could not be broadcast together",
+                )
             if n != 1:
                 out[j] = n
     return tuple(out)
@@ -87,8 +95,11 @@ class IndexExpr:
         if isinstance(other, IndexExpr):
             shape = broadcast_shapes(self.shape, other.shape)
             a, b = _pad(self.coefs, len(shape)), _pad(other.coefs, len(shape))
-            return IndexExpr(shape, tuple(x + sign * y for x, y in zip(a, b, strict=True)),
-                             self.const + sign * other.const)
+            return IndexExpr(
+                shape,
+                tuple(x + sign * y for x, y in zip(a, b, strict=True)),
+                self.const + sign * other.const,
+            )
         return IndexExpr(self.shape, self.coefs, self.const + sign * _as_int(other, what))
 
     def __add__(self, other: Any) -> IndexExpr:
@@ -133,23 +144,29 @@ class IndexExpr:
                 coefs.append(0)
             elif isinstance(k, slice) and k == slice(None):
                 if src >= self.ndim:
-                    raise ConstraintError(f"index expression of rank {self.ndim}: too many ':' "
-                                          f"in {key!r}")
+                    raise ConstraintError(
+                        f"index expression of rank {self.ndim}: too many ':' in {key!r}"
+                    )
                 shape.append(self.shape[src])
                 coefs.append(self.coefs[src])
                 src += 1
             else:
-                raise ConstraintError(f"index expressions take only ':' and None subscripts "
-                                      f"(e.g. nl.arange(n)[:, None]), got {k!r}")
+                raise ConstraintError(
+                    f"index expressions take only ':' and None subscripts "
+                    f"(e.g. nl.arange(n)[:, None]), got {k!r}"
+                )
         if src != self.ndim:
-            raise ConstraintError(f"index expression of rank {self.ndim}: subscript {key!r} "
-                                  "must use every axis once")
+            raise ConstraintError(
+                f"index expression of rank {self.ndim}: subscript {key!r} must use every axis once"
+            )
         return IndexExpr(tuple(shape), tuple(coefs), self.const)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        raise b1_error(ConstraintError, "err_cannot_assign_to_index",
-                       "'index' tensor does not support item assignment (materialize it with "
-                       "nisa.iota first)")
+        raise b1_error(
+            ConstraintError,
+            "err_cannot_assign_to_index",
+            "'index' tensor does not support item assignment (materialize it with nisa.iota first)",
+        )
 
     def __bool__(self) -> bool:
         raise _control_flow()
@@ -185,16 +202,20 @@ class IndexExpr:
         return self._cmp(other, "==")
 
     def __ne__(self, other: Any) -> Predicate:  # type: ignore[override]
-        raise b1_error(ConstraintError, "err_mask_not_equal_not_supported",
-                       "'not equal' is not supported in mask predicates (split the region "
-                       "into two instructions)")
+        raise b1_error(
+            ConstraintError,
+            "err_mask_not_equal_not_supported",
+            "'not equal' is not supported in mask predicates (split the region "
+            "into two instructions)",
+        )
 
     # ------------------------------------------------------------ evaluation
     def aligned(self, rank: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(shape, coefs) right-aligned to `rank` axes."""
         if self.ndim > rank:
-            raise ConstraintError(f"index expression of rank {self.ndim} used in a "
-                                  f"{rank}-D iteration space")
+            raise ConstraintError(
+                f"index expression of rank {self.ndim} used in a {rank}-D iteration space"
+            )
         return (1,) * (rank - self.ndim) + self.shape, _pad(self.coefs, rank)
 
     def values(self, shape: tuple[int, ...] | None = None) -> np.ndarray:
@@ -222,15 +243,21 @@ class IndexExpr:
 
 
 def _non_affine(op: str) -> ConstraintError:
-    return b1_error(ConstraintError, "err_unsupported_expression_in_mask",
-                    f"index expressions must stay affine (const + c0*i0 + c1*i1 ...); "
-                    f"operator {op} is not supported on nl.arange/nl.mgrid values")
+    return b1_error(
+        ConstraintError,
+        "err_unsupported_expression_in_mask",
+        f"index expressions must stay affine (const + c0*i0 + c1*i1 ...); "
+        f"operator {op} is not supported on nl.arange/nl.mgrid values",
+    )
 
 
 def _control_flow() -> ConstraintError:
-    return b1_error(ConstraintError, "err_control_flow_condition_depending_on_arange",
-                    "control flow depending on `nl.arange` or `nl.mgrid` is not supported "
-                    "(use mask= to restrict an instruction)")
+    return b1_error(
+        ConstraintError,
+        "err_control_flow_condition_depending_on_arange",
+        "control flow depending on `nl.arange` or `nl.mgrid` is not supported "
+        "(use mask= to restrict an instruction)",
+    )
 
 
 # ---------------------------------------------------------------- predicates (masks)
@@ -261,24 +288,32 @@ class Predicate:
     __rand__ = __and__
 
     def __or__(self, other: Any) -> Predicate:
-        raise b1_error(ConstraintError, "err_logic_or_not_supported",
-                       "'logical or' is not supported in masks (masks are conjunctions "
-                       "joined with &)")
+        raise b1_error(
+            ConstraintError,
+            "err_logic_or_not_supported",
+            "'logical or' is not supported in masks (masks are conjunctions joined with &)",
+        )
 
     __ror__ = __or__
 
     def __invert__(self) -> Predicate:
         if len(self.terms) != 1 or _NEGATE[self.terms[0][1]] is None:
-            raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
-                           "~ applies only to a single <, <=, > or >= comparison")
+            raise b1_error(
+                ConstraintError,
+                "err_unsupported_expression_in_mask",
+                "~ applies only to a single <, <=, > or >= comparison",
+            )
         e, op = self.terms[0]
         return Predicate(((e, _NEGATE[op]),))
 
     def __bool__(self) -> bool:
-        raise b1_error(ConstraintError, "err_control_flow_condition_depending_on_arange",
-                       "control flow depending on `nl.arange` or `nl.mgrid` is not supported: "
-                       "a mask has no truth value at trace time (join mask comparisons with & "
-                       "instead of `and`, and pass them as mask=)")
+        raise b1_error(
+            ConstraintError,
+            "err_control_flow_condition_depending_on_arange",
+            "control flow depending on `nl.arange` or `nl.mgrid` is not supported: "
+            "a mask has no truth value at trace time (join mask comparisons with & "
+            "instead of `and`, and pass them as mask=)",
+        )
 
     def evaluate(self, shape: tuple[int, ...], offset: Sequence[int] | None = None) -> np.ndarray:
         """Boolean array over `shape` (iteration indices shifted by `offset`)."""
@@ -286,12 +321,15 @@ class Predicate:
         out = np.ones(shape, dtype=bool)
         for e, op in self.terms:
             _, coefs = e.aligned(len(shape))
-            shifted = IndexExpr(shape, coefs, e.const + sum(c * o for c, o in
-                                                           zip(coefs, offset, strict=True)))
+            shifted = IndexExpr(
+                shape, coefs, e.const + sum(c * o for c, o in zip(coefs, offset, strict=True))
+            )
             out &= _CMP[op](shifted.values(shape), 0)
         return out
 
-    def box(self, domain: tuple[int, ...]) -> tuple[list[tuple[int, int]], list[tuple[IndexExpr, str]]]:
+    def box(
+        self, domain: tuple[int, ...]
+    ) -> tuple[list[tuple[int, int]], list[tuple[IndexExpr, str]]]:
         """Per-axis intervals [lo, hi) of the single-axis terms, and the multi-axis residuals."""
         box = [(0, n) for n in domain]
         residual = []
@@ -332,9 +370,12 @@ def _interval(c: int, const: int, op: str) -> tuple[float, float]:
 
 
 def unsupported_mask(x: Any) -> ConstraintError:
-    return b1_error(ConstraintError, "err_unsupported_expression_in_mask",
-                    f"mask= must be an affine comparison of nl.arange/nl.mgrid/loop/program_id "
-                    f"values joined with &, got {type(x).__name__} {x!r}")
+    return b1_error(
+        ConstraintError,
+        "err_unsupported_expression_in_mask",
+        f"mask= must be an affine comparison of nl.arange/nl.mgrid/loop/program_id "
+        f"values joined with &, got {type(x).__name__} {x!r}",
+    )
 
 
 def as_mask(mask: Any) -> Predicate | bool | None:
@@ -394,14 +435,21 @@ class _MGrid:
         ranges = []
         for k in key:
             if not isinstance(k, slice) or k.stop is None:
-                raise ConstraintError(f"nl.mgrid takes slices with a stop, e.g. "
-                                      f"nl.mgrid[0:128, 0:512], got {k!r}")
-            ranges.append(range(_as_int(k.start or 0, "nl.mgrid"), _as_int(k.stop, "nl.mgrid"),
-                                _as_int(k.step or 1, "nl.mgrid")))
+                raise ConstraintError(
+                    f"nl.mgrid takes slices with a stop, e.g. nl.mgrid[0:128, 0:512], got {k!r}"
+                )
+            ranges.append(
+                range(
+                    _as_int(k.start or 0, "nl.mgrid"),
+                    _as_int(k.stop, "nl.mgrid"),
+                    _as_int(k.step or 1, "nl.mgrid"),
+                )
+            )
         shape = tuple(len(r) for r in ranges)
-        return MGridResult(IndexExpr(shape, tuple(r.step if j == k else 0
-                                                  for j in range(len(ranges))), r.start)
-                           for k, r in enumerate(ranges))
+        return MGridResult(
+            IndexExpr(shape, tuple(r.step if j == k else 0 for j in range(len(ranges))), r.start)
+            for k, r in enumerate(ranges)
+        )
 
     def __repr__(self) -> str:
         return "nl.mgrid"

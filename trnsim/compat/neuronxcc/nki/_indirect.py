@@ -29,28 +29,41 @@ class IndirectAccess:
     def __init__(self, base: tensor, key: tuple[Any, ...]):
         positions = [k for k, e in enumerate(key) if isinstance(e, tensor)]
         if len(positions) != 1 or positions[0] != 0:
-            raise b1_error(ConstraintError, "err_indirect_indices_free_dim",
-                           f"tensor `{base.name or '?'}`: indirect indexing on free dimension "
-                           "not supported, must be partition dimension or block dimension "
-                           "(the first index)")
+            raise b1_error(
+                ConstraintError,
+                "err_indirect_indices_free_dim",
+                f"tensor `{base.name or '?'}`: indirect indexing on free dimension "
+                "not supported, must be partition dimension or block dimension "
+                "(the first index)",
+            )
         if base.on_chip:
-            raise b1_error(ConstraintError, "err_copy_dynamic_indirect_indices_not_natively_"
-                           "supported", f"tensor `{base.name or '?'}` is on chip: indirect "
-                           "indexing reads HBM (on-chip dynamic offsets go through "
-                           "nisa.tensor_copy_dynamic_src/dst)")
+            raise b1_error(
+                ConstraintError,
+                "err_copy_dynamic_indirect_indices_not_natively_supported",
+                f"tensor `{base.name or '?'}` is on chip: indirect "
+                "indexing reads HBM (on-chip dynamic offsets go through "
+                "nisa.tensor_copy_dynamic_src/dst)",
+            )
         index = key[0]._ready()
         if index.space != "sbuf":
-            raise b1_error(ConstraintError, "err_indirect_indices_sbuf",
-                           f"indirect indices tile must be on SBUF, got {index.space}")
-        if any(isinstance(e, IndexExpr) and e.shape and e.shape[0] > 1 and e.coefs[0]
-               for e in key[1:]):
-            raise b1_error(ConstraintError, "err_indirect_indices_free_dim",
-                           "the free indices of an indirect access cannot vary along the "
-                           "partition axis")
+            raise b1_error(
+                ConstraintError,
+                "err_indirect_indices_sbuf",
+                f"indirect indices tile must be on SBUF, got {index.space}",
+            )
+        if any(
+            isinstance(e, IndexExpr) and e.shape and e.shape[0] > 1 and e.coefs[0] for e in key[1:]
+        ):
+            raise b1_error(
+                ConstraintError,
+                "err_indirect_indices_free_dim",
+                "the free indices of an indirect access cannot vary along the partition axis",
+            )
         parts = index.shape[0]
         if index.ndim < 1 or int(_prod(index.shape[1:])) != 1:
-            raise ConstraintError(f"indirect index tile must have shape (P, 1), got "
-                                  f"{list(index.shape)}")
+            raise ConstraintError(
+                f"indirect index tile must have shape (P, 1), got {list(index.shape)}"
+            )
         static = base[(0, *key[1:])]
         if static.ndim >= 2 and static.shape[0] == 1:
             static = static.broadcast_view((parts, *static.shape[1:]))
@@ -79,8 +92,9 @@ class IndirectAccess:
         lay = Layout(lay.dtype, lay.offset, lay.shape, (0, *lay.strides[1:]))
         (p0, p1) = box[0]
         idx = self.index[p0:p1]
-        dyn = DynamicOffset("vector", idx.operand(), self.base.layout().strides[0], 0,
-                            self.base.shape[0])
+        dyn = DynamicOffset(
+            "vector", idx.operand(), self.base.layout().strides[0], 0, self.base.shape[0]
+        )
         return NkiTensor(static._buf, lay, dyn)
 
 
@@ -114,13 +128,18 @@ class DynamicAccess:
     def __init__(self, base: tensor, key: tuple[Any, ...]):
         from trnsim.nki.views import DynSlice
 
-        dyn = [k for k, e in enumerate(key) if isinstance(e, DynIndex)
-               or (isinstance(e, DynSlice) and isinstance(e.start, tensor))]
+        dyn = [
+            k
+            for k, e in enumerate(key)
+            if isinstance(e, DynIndex) or (isinstance(e, DynSlice) and isinstance(e.start, tensor))
+        ]
         if len(dyn) != 1 or dyn[0] == 0:
-            raise b1_error(ConstraintError,
-                           "err_copy_dynamic_indirect_indices_not_natively_supported",
-                           f"tensor `{base.name or '?'}`: one free dimension can take a runtime "
-                           "offset (a 1x1 SBUF tile); the partition index must be static")
+            raise b1_error(
+                ConstraintError,
+                "err_copy_dynamic_indirect_indices_not_natively_supported",
+                f"tensor `{base.name or '?'}`: one free dimension can take a runtime "
+                "offset (a 1x1 SBUF tile); the partition index must be static",
+            )
         k = dyn[0]
         entry = key[k]
         if isinstance(entry, DynIndex):
@@ -129,11 +148,14 @@ class DynamicAccess:
             offset, static_entry = entry.start, slice(0, int(entry.size), int(entry.step))
         offset = offset._ready()
         if offset.space != "sbuf" or offset.layout().size != 1:
-            raise b1_error(ConstraintError, "err_indirect_indices_sbuf",
-                           "the runtime offset must be a 1x1 tile in SBUF")
+            raise b1_error(
+                ConstraintError,
+                "err_indirect_indices_sbuf",
+                "the runtime offset must be a 1x1 tile in SBUF",
+            )
         self.base = base
         self.offset = offset
-        self.static = base[(*key[:k], static_entry, *key[k + 1:])]
+        self.static = base[(*key[:k], static_entry, *key[k + 1 :])]
         self.multiplier = base.layout().strides[k]
         self.bound = base.shape[k]
         self.shape = self.static.shape

@@ -18,16 +18,16 @@ from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import run, single
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import IndexExpr, as_mask
-from trnsim.compat.neuronxcc.nki._nl_data import matmul_pending
+from trnsim.compat.neuronxcc.nki._nl_data import matmul_pending, no_pe_transpose
 from trnsim.compat.neuronxcc.nki._nl_reduce import reduce
 from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import ConstraintError
-from trnsim.nki._isa_base import engine, nc_version, oob_mode, reduce_cmd
+from trnsim.nki._isa_base import engine, nc_version, reduce_cmd
 from trnsim.semantics._ops import op_name
 
 
-class dge_mode(enum.IntEnum):  # noqa: N801 - NKI's name
+class dge_mode(enum.IntEnum):
     """B1 numbering (B2/GA renumbered: unknown=0, swdge=1, hwdge=2, none=3)."""
 
     none = 0
@@ -92,197 +92,394 @@ def get_nc_version() -> nc_version:
 
 
 @api("nisa.nc_matmul")
-def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False,
-              is_moving_onezero: bool = False, is_transpose: bool = False,
-              tile_position: Any = (), tile_size: Any = (), mask: Any = None,
-              **kwargs: Any) -> tensor:
+def nc_matmul(
+    stationary: Any,
+    moving: Any,
+    *,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    tile_position: Any = (),
+    tile_size: Any = (),
+    mask: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """stationary.T @ moving (K on partitions) into a PSUM tile; `psum += ...` accumulates."""
     st = _t(stationary, "stationary", "nc_matmul")
     mv = _t(moving, "moving", "nc_matmul")
-    attrs = {"is_stationary_onezero": is_stationary_onezero,
-             "is_moving_onezero": is_moving_onezero, "is_transpose": is_transpose,
-             "tile_position": tuple(tile_position or ()), "tile_size": tuple(tile_size or ())}
+    attrs = {
+        "is_stationary_onezero": is_stationary_onezero,
+        "is_moving_onezero": is_moving_onezero,
+        "is_transpose": is_transpose,
+        "tile_position": tuple(tile_position or ()),
+        "tile_size": tuple(tile_size or ()),
+    }
     return matmul_pending(st, mv, mask, "nisa.nc_matmul", attrs)
 
 
 @api("nisa.nc_transpose")
-def nc_transpose(data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
-                 **kwargs: Any) -> tensor:
+def nc_transpose(
+    data: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> tensor:
     """2-D partition <-> free transpose (Tensor Engine into PSUM, or Vector up to 32x32)."""
     x = _t(data, "data", "nc_transpose")
     p, f = x.shape[0], M.free_elems(tuple(x.shape))
     eng = getattr(engine, "name", engine)
     vec = eng == "vector" or (eng in (None, "unknown") and p <= 32 and f <= 32)
-    return single("nc_transpose", shape=(f, p), dtype=_dtype(dtype, x.dtype),
-                  buffer="sbuf" if vec else "psum", engine="vector" if vec else "tensor",
-                  inputs={"data": x}, axes={"data": (1, 0)}, mask=mask,
-                  label="nisa.nc_transpose")
+    if not vec:
+        no_pe_transpose("nisa.nc_transpose")
+    return single(
+        "nc_transpose",
+        shape=(f, p),
+        dtype=_dtype(dtype, x.dtype),
+        buffer="sbuf" if vec else "psum",
+        engine="vector" if vec else "tensor",
+        inputs={"data": x},
+        axes={"data": (1, 0)},
+        mask=mask,
+        label="nisa.nc_transpose",
+    )
 
 
 # ---------------------------------------------------------------- Scalar Engine
 
 
 @api("nisa.activation")
-def activation(op: Any, data: Any, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
-               reduce_res: Any = None, reduce_cmd: Any = reduce_cmd.idle, mask: Any = None,
-               dtype: Any = None, **kwargs: Any) -> tensor:
+def activation(
+    op: Any,
+    data: Any,
+    *,
+    bias: Any = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """op(data * scale + bias) on the Scalar Engine; optional row reduction (reduce_res)."""
     x = _t(data, "data", "activation")
     _check_scale_bias(x, scale, bias, "activation")
-    return single("activation", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  inputs={"data": x, "bias": _tile_or_scalar(bias, "bias", "activation"),
-                          "scale": _tile_or_scalar(scale, "scale", "activation")},
-                  attrs={"op": M.op_label(op), "reduce_op": _alu(reduce_op),
-                         "reduce_cmd": reduce_cmd},
-                  extra_outputs=_side(reduce_res, "reduce_res", "activation"), mask=mask,
-                  label="nisa.activation")
+    return single(
+        "activation",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        inputs={
+            "data": x,
+            "bias": _tile_or_scalar(bias, "bias", "activation"),
+            "scale": _tile_or_scalar(scale, "scale", "activation"),
+        },
+        attrs={"op": M.op_label(op), "reduce_op": _alu(reduce_op), "reduce_cmd": reduce_cmd},
+        extra_outputs=_side(reduce_res, "reduce_res", "activation"),
+        mask=mask,
+        label="nisa.activation",
+    )
 
 
 @api("nisa.activation_reduce")
-def activation_reduce(op: Any, data: Any, *, reduce_op: Any, reduce_res: Any, bias: Any = None,
-                      scale: Any = 1.0, mask: Any = None, dtype: Any = None,
-                      **kwargs: Any) -> tensor:
+def activation_reduce(
+    op: Any,
+    data: Any,
+    *,
+    reduce_op: Any,
+    reduce_res: Any,
+    bias: Any = None,
+    scale: Any = 1.0,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """activation plus the row reduction of its result into reduce_res (P, 1)."""
     x = _t(data, "data", "activation_reduce")
     _check_scale_bias(x, scale, bias, "activation_reduce")
-    return single("activation_reduce", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  inputs={"data": x, "bias": _tile_or_scalar(bias, "bias", "activation_reduce"),
-                          "scale": _tile_or_scalar(scale, "scale", "activation_reduce")},
-                  attrs={"op": M.op_label(op), "reduce_op": _alu(reduce_op)},
-                  extra_outputs=_side(reduce_res, "reduce_res", "activation_reduce"),
-                  mask=mask, label="nisa.activation_reduce")
+    return single(
+        "activation_reduce",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        inputs={
+            "data": x,
+            "bias": _tile_or_scalar(bias, "bias", "activation_reduce"),
+            "scale": _tile_or_scalar(scale, "scale", "activation_reduce"),
+        },
+        attrs={"op": M.op_label(op), "reduce_op": _alu(reduce_op)},
+        extra_outputs=_side(reduce_res, "reduce_res", "activation_reduce"),
+        mask=mask,
+        label="nisa.activation_reduce",
+    )
 
 
 def _check_scale_bias(x: tensor, scale: Any, bias: Any, name: str) -> None:
     if isinstance(scale, tensor):
         if scale.dtype != dt.float32:
-            raise b1_error(ConstraintError, "err_activation_scale_invalid_type",
-                           f"'scale' param of '{name}' must be a scalar or vector of type "
-                           f"float32, got '{scale.dtype}'")
+            raise b1_error(
+                ConstraintError,
+                "err_activation_scale_invalid_type",
+                f"'scale' param of '{name}' must be a scalar or vector of type "
+                f"float32, got '{scale.dtype}'",
+            )
         if M.free_elems(tuple(scale.shape)) != 1 or scale.shape[0] != x.shape[0]:
-            raise b1_error(ConstraintError, "err_activation_scale_scalar_or_vector",
-                           f"'scale' param of '{name}' can only be a scalar or a vector in "
-                           f"partition dimension, scale.shape={list(scale.shape)}")
+            raise b1_error(
+                ConstraintError,
+                "err_activation_scale_scalar_or_vector",
+                f"'scale' param of '{name}' can only be a scalar or a vector in "
+                f"partition dimension, scale.shape={list(scale.shape)}",
+            )
     elif not isinstance(scale, (int, float)) and scale is not None:
-        raise b1_error(ConstraintError, "err_activation_scale_invalid_type",
-                       f"'scale' param of '{name}' must be a scalar or vector of type float32, "
-                       f"got {type(scale).__name__}")
+        raise b1_error(
+            ConstraintError,
+            "err_activation_scale_invalid_type",
+            f"'scale' param of '{name}' must be a scalar or vector of type float32, "
+            f"got {type(scale).__name__}",
+        )
     if isinstance(bias, tensor) and bias.dtype.name not in ("float32", "float16", "bfloat16"):
-        raise b1_error(ConstraintError, "err_activation_bias_invalid_type",
-                       f"'bias' param of '{name}' must be a vector of type float32, float16, "
-                       f"or bfloat16, got '{bias.dtype}'")
+        raise b1_error(
+            ConstraintError,
+            "err_activation_bias_invalid_type",
+            f"'bias' param of '{name}' must be a vector of type float32, float16, "
+            f"or bfloat16, got '{bias.dtype}'",
+        )
     if bias is None:
         _, st = context(name)
         if st.direct_alloc:
-            raise b1_error(ConstraintError, "err_bias_tensor_must_be_specified_in_allocation",
-                           f"Bias tensor for {name} must be specified in allocated kernel!")
+            raise b1_error(
+                ConstraintError,
+                "err_bias_tensor_must_be_specified_in_allocation",
+                f"Bias tensor for {name} must be specified in allocated kernel!",
+            )
 
 
 # ---------------------------------------------------------------- Vector Engine
 
 
 @api("nisa.tensor_tensor")
-def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: Any = None,
-                  engine: Any = engine.unknown, **kwargs: Any) -> tensor:
+def tensor_tensor(
+    data1: Any,
+    data2: Any,
+    op: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> tensor:
     """data1 <op> data2 element-wise (same partitions and elements per partition)."""
     a, b = _t(data1, "data1", "tensor_tensor"), _t(data2, "data2", "tensor_tensor")
     if a.shape[0] != b.shape[0]:
-        raise b1_error(ConstraintError, "err_num_partition_mismatch",
-                       f"number of partitions (dimension 0 size of a tile) mismatch in "
-                       f"parameters (data1{list(a.shape)}, data2{list(b.shape)}) of "
-                       "'tensor_tensor'")
-    return single("tensor_tensor", shape=tuple(a.shape), dtype=_dtype(dtype, _higher(a, b)),
-                  engine=engine, inputs={"data1": a, "data2": b}, attrs={"op": _alu(op)},
-                  mask=mask, label="nisa.tensor_tensor")
+        raise b1_error(
+            ConstraintError,
+            "err_num_partition_mismatch",
+            f"number of partitions (dimension 0 size of a tile) mismatch in "
+            f"parameters (data1{list(a.shape)}, data2{list(b.shape)}) of "
+            "'tensor_tensor'",
+        )
+    return single(
+        "tensor_tensor",
+        shape=tuple(a.shape),
+        dtype=_dtype(dtype, _higher(a, b)),
+        engine=engine,
+        inputs={"data1": a, "data2": b},
+        attrs={"op": _alu(op)},
+        mask=mask,
+        label="nisa.tensor_tensor",
+    )
 
 
 @api("nisa.tensor_scalar")
-def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
-                  operand1: Any = None, reverse1: bool = False, *, dtype: Any = None,
-                  mask: Any = None, engine: Any = engine.unknown, **kwargs: Any) -> tensor:
+def tensor_scalar(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> tensor:
     """(data op0 operand0) op1 operand1 with scalar or (P, 1) operands."""
     x = _t(data, "data", "tensor_scalar")
-    return single("tensor_scalar", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  engine=engine,
-                  inputs={"data": x, "operand0": _tile_or_scalar(operand0, "operand0",
-                                                                 "tensor_scalar"),
-                          "operand1": _tile_or_scalar(operand1, "operand1", "tensor_scalar")},
-                  attrs={"op0": _alu(op0), "reverse0": reverse0, "op1": _alu(op1),
-                         "reverse1": reverse1}, mask=mask, label="nisa.tensor_scalar")
+    return single(
+        "tensor_scalar",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        engine=engine,
+        inputs={
+            "data": x,
+            "operand0": _tile_or_scalar(operand0, "operand0", "tensor_scalar"),
+            "operand1": _tile_or_scalar(operand1, "operand1", "tensor_scalar"),
+        },
+        attrs={"op0": _alu(op0), "reverse0": reverse0, "op1": _alu(op1), "reverse1": reverse1},
+        mask=mask,
+        label="nisa.tensor_scalar",
+    )
 
 
 @api("nisa.scalar_tensor_tensor")
-def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any,
-                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None,
-                         mask: Any = None, **kwargs: Any) -> tensor:
+def scalar_tensor_tensor(
+    *,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """(data op0 operand0) op1 operand1, operand0 a scalar or (P, 1), operand1 a tile."""
     x = _t(data, "data", "scalar_tensor_tensor")
     o1 = _t(operand1, "operand1", "scalar_tensor_tensor")
-    return single("scalar_tensor_tensor", shape=tuple(x.shape), dtype=_dtype(dtype, _higher(x, o1)),
-                  inputs={"data": x, "operand0": _tile_or_scalar(operand0, "operand0",
-                                                                 "scalar_tensor_tensor"),
-                          "operand1": o1},
-                  attrs={"op0": _alu(op0), "op1": _alu(op1), "reverse0": reverse0,
-                         "reverse1": reverse1}, mask=mask, label="nisa.scalar_tensor_tensor")
+    return single(
+        "scalar_tensor_tensor",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, _higher(x, o1)),
+        inputs={
+            "data": x,
+            "operand0": _tile_or_scalar(operand0, "operand0", "scalar_tensor_tensor"),
+            "operand1": o1,
+        },
+        attrs={"op0": _alu(op0), "op1": _alu(op1), "reverse0": reverse0, "reverse1": reverse1},
+        mask=mask,
+        label="nisa.scalar_tensor_tensor",
+    )
 
 
 @api("nisa.tensor_tensor_scan")
-def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
-                       reverse0: bool = False, reverse1: bool = False, *, dtype: Any = None,
-                       mask: Any = None, **kwargs: Any) -> tensor:
+def tensor_tensor_scan(
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """Per partition r[i] = op1(op0(data0[i], r[i-1]), data1[i]), r[-1] = initial."""
     a, b = _t(data0, "data0", "tensor_tensor_scan"), _t(data1, "data1", "tensor_tensor_scan")
-    return single("tensor_tensor_scan", shape=tuple(a.shape), dtype=_dtype(dtype, _higher(a, b)),
-                  inputs={"data0": a, "data1": b,
-                          "initial": _tile_or_scalar(initial, "initial", "tensor_tensor_scan")},
-                  attrs={"op0": _alu(op0), "op1": _alu(op1), "reverse0": reverse0,
-                         "reverse1": reverse1}, mask=mask, label="nisa.tensor_tensor_scan")
+    return single(
+        "tensor_tensor_scan",
+        shape=tuple(a.shape),
+        dtype=_dtype(dtype, _higher(a, b)),
+        inputs={
+            "data0": a,
+            "data1": b,
+            "initial": _tile_or_scalar(initial, "initial", "tensor_tensor_scan"),
+        },
+        attrs={"op0": _alu(op0), "op1": _alu(op1), "reverse0": reverse0, "reverse1": reverse1},
+        mask=mask,
+        label="nisa.tensor_tensor_scan",
+    )
 
 
 @api("nisa.tensor_reduce")
-def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any = None,
-                  negate: bool = False, keepdims: bool = False, **kwargs: Any) -> tensor:
+def tensor_reduce(
+    op: Any,
+    data: Any,
+    axis: Any,
+    *,
+    mask: Any = None,
+    dtype: Any = None,
+    negate: bool = False,
+    keepdims: bool = False,
+    **kwargs: Any,
+) -> tensor:
     """Reduce free axes `axis` of data with op."""
-    return reduce(_alu(op), data, axis, dtype=dtype, mask=mask, keepdims=keepdims,
-                  negate=negate, api_name="nisa.tensor_reduce")
+    return reduce(
+        _alu(op),
+        data,
+        axis,
+        dtype=dtype,
+        mask=mask,
+        keepdims=keepdims,
+        negate=negate,
+        api_name="nisa.tensor_reduce",
+    )
 
 
 @api("nisa.tensor_scalar_reduce")
-def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Any,
-                         reverse0: bool = False, dtype: Any = None, mask: Any = None,
-                         **kwargs: Any) -> tensor:
+def tensor_scalar_reduce(
+    *,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    reverse0: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> tensor:
     """data op0 operand0, and its reduction over the free axes into reduce_res (P, 1)."""
     x = _t(data, "data", "tensor_scalar_reduce")
-    return single("tensor_scalar_reduce", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  inputs={"data": x, "operand0": _tile_or_scalar(operand0, "operand0",
-                                                                 "tensor_scalar_reduce")},
-                  attrs={"op0": _alu(op0), "reduce_op": _alu(reduce_op), "reverse0": reverse0},
-                  extra_outputs=_side(reduce_res, "reduce_res", "tensor_scalar_reduce"),
-                  mask=mask, label="nisa.tensor_scalar_reduce")
+    return single(
+        "tensor_scalar_reduce",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        inputs={
+            "data": x,
+            "operand0": _tile_or_scalar(operand0, "operand0", "tensor_scalar_reduce"),
+        },
+        attrs={"op0": _alu(op0), "reduce_op": _alu(reduce_op), "reverse0": reverse0},
+        extra_outputs=_side(reduce_res, "reduce_res", "tensor_scalar_reduce"),
+        mask=mask,
+        label="nisa.tensor_scalar_reduce",
+    )
 
 
 @api("nisa.tensor_copy")
-def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
-                **kwargs: Any) -> tensor:
+def tensor_copy(
+    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> tensor:
     """A copy of src within SBUF/PSUM."""
     x = _t(src, "src", "tensor_copy")
-    return single("tensor_copy", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  engine=engine, inputs={"src": x}, mask=mask, label="nisa.tensor_copy")
+    return single(
+        "tensor_copy",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        engine=engine,
+        inputs={"src": x},
+        mask=mask,
+        label="nisa.tensor_copy",
+    )
 
 
 @api("nisa.tensor_copy_dynamic_src")
-def tensor_copy_dynamic_src(src: Any, *, mask: Any = None, dtype: Any = None,
-                            engine: Any = engine.unknown, **kwargs: Any) -> tensor:
+def tensor_copy_dynamic_src(
+    src: Any, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> tensor:
     """A copy of src, which sits at a runtime offset (src indexed with a 1x1 SBUF tile)."""
     view = src if not isinstance(src, tensor) else _t(src, "src", "tensor_copy_dynamic_src")
-    return single("tensor_copy_dynamic_src", shape=tuple(view.shape),
-                  dtype=_dtype(dtype, view.dtype), engine=engine, inputs={"src": view},
-                  mask=mask, label="nisa.tensor_copy_dynamic_src")
+    return single(
+        "tensor_copy_dynamic_src",
+        shape=tuple(view.shape),
+        dtype=_dtype(dtype, view.dtype),
+        engine=engine,
+        inputs={"src": view},
+        mask=mask,
+        label="nisa.tensor_copy_dynamic_src",
+    )
 
 
 @api("nisa.tensor_copy_dynamic_dst")
-def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any = None,
-                            engine: Any = engine.unknown, **kwargs: Any) -> Any:
+def tensor_copy_dynamic_dst(
+    *,
+    dst: Any,
+    src: Any,
+    mask: Any = None,
+    dtype: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> Any:
     """Copy src into dst, which sits at a runtime offset; returns dst."""
     x = _t(src, "src", "tensor_copy_dynamic_dst")
     _eager("tensor_copy_dynamic_dst", engine, dst, {"src": x}, {}, mask)
@@ -290,13 +487,28 @@ def tensor_copy_dynamic_dst(*, dst: Any, src: Any, mask: Any = None, dtype: Any 
 
 
 @api("nisa.tensor_copy_predicated")
-def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: bool = False,
-                           mask: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
+def tensor_copy_predicated(
+    *,
+    src: Any,
+    dst: Any,
+    predicate: Any,
+    reverse_pred: bool = False,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Any:
     """dst[i] = src[i] where predicate[i] is non-zero (zero with reverse_pred); returns dst."""
-    _eager("tensor_copy_predicated", None, dst,
-           {"src": _tile_or_scalar(src, "src", "tensor_copy_predicated"),
-            "predicate": _t(predicate, "predicate", "tensor_copy_predicated")},
-           {"reverse_pred": reverse_pred}, mask)
+    _eager(
+        "tensor_copy_predicated",
+        None,
+        dst,
+        {
+            "src": _tile_or_scalar(src, "src", "tensor_copy_predicated"),
+            "predicate": _t(predicate, "predicate", "tensor_copy_predicated"),
+        },
+        {"reverse_pred": reverse_pred},
+        mask,
+    )
     return dst
 
 
@@ -304,46 +516,86 @@ def tensor_copy_predicated(*, src: Any, dst: Any, predicate: Any, reverse_pred: 
 def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> tensor:
     """1 / data in fp32 (Vector engine)."""
     x = _t(data, "data", "reciprocal")
-    return single("reciprocal", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  inputs={"data": x}, mask=mask, label="nisa.reciprocal")
+    return single(
+        "reciprocal",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        inputs={"data": x},
+        mask=mask,
+        label="nisa.reciprocal",
+    )
 
 
 @api("nisa.memset")
-def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None,
-           engine: Any = engine.unknown, **kwargs: Any) -> tensor:
+def memset(
+    shape: Any,
+    value: Any,
+    dtype: Any,
+    *,
+    mask: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> tensor:
     """A new tile of `shape` filled with the constant value (first dim: partitions)."""
     shape = tuple(int(s) for s in shape)
-    return single("memset", shape=shape, dtype=_dtype(dtype, dt.float32), engine=engine,
-                  inputs={"value": value}, mask=mask, label="nisa.memset")
+    return single(
+        "memset",
+        shape=shape,
+        dtype=_dtype(dtype, dt.float32),
+        engine=engine,
+        inputs={"value": value},
+        mask=mask,
+        label="nisa.memset",
+    )
 
 
 @api("nisa.iota")
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> tensor:
     """The values of an affine index expression (nl.arange / nl.mgrid) as a tile (GpSimd)."""
     if not isinstance(expr, IndexExpr):
-        raise ConstraintError(f"nisa.iota: expr must be an nl.arange/nl.mgrid expression, got "
-                              f"{type(expr).__name__}")
+        raise ConstraintError(
+            f"nisa.iota: expr must be an nl.arange/nl.mgrid expression, got {type(expr).__name__}"
+        )
     shape = expr.shape if expr.ndim >= 2 else (1, *expr.shape)
     _, coefs = expr.aligned(len(shape))
     pattern = [[c, n] for c, n in zip(coefs[1:], shape[1:], strict=True)]
-    return single("iota", shape=tuple(shape), dtype=_dtype(dtype, dt.int32),
-                  attrs={"pattern": pattern, "offset": expr.const,
-                         "channel_multiplier": coefs[0]}, mask=mask, label="nisa.iota")
+    return single(
+        "iota",
+        shape=tuple(shape),
+        dtype=_dtype(dtype, dt.int32),
+        attrs={"pattern": pattern, "offset": expr.const, "channel_multiplier": coefs[0]},
+        mask=mask,
+        label="nisa.iota",
+    )
 
 
 @api("nisa.dropout")
-def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None,
-            **kwargs: Any) -> tensor:
+def dropout(data: Any, prob: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> tensor:
     """data with each element zeroed with probability prob (no rescaling)."""
     x = _t(data, "data", "dropout")
-    return single("dropout", shape=tuple(x.shape), dtype=_dtype(dtype, x.dtype),
-                  inputs={"data": x, "prob": _tile_or_scalar(prob, "prob", "dropout")},
-                  mask=mask, label="nisa.dropout")
+    return single(
+        "dropout",
+        shape=tuple(x.shape),
+        dtype=_dtype(dtype, x.dtype),
+        inputs={"data": x, "prob": _tile_or_scalar(prob, "prob", "dropout")},
+        mask=mask,
+        label="nisa.dropout",
+    )
 
 
-def _eager(opcode: str, eng: Any, dst: Any, inputs: dict[str, Any], attrs: dict[str, Any],
-           mask: Any) -> None:
+def _eager(
+    opcode: str, eng: Any, dst: Any, inputs: dict[str, Any], attrs: dict[str, Any], mask: Any
+) -> None:
     d = _t(dst, "dst", opcode) if isinstance(dst, tensor) else dst
     loc, loops = here()
-    run(opcode, eng, domain=tuple(d.shape), outputs={"dst": (d, None)}, inputs=inputs,
-        attrs=attrs, mask=as_mask(mask), loc=loc, loops=loops)
+    run(
+        opcode,
+        eng,
+        domain=tuple(d.shape),
+        outputs={"dst": (d, None)},
+        inputs=inputs,
+        attrs=attrs,
+        mask=as_mask(mask),
+        loc=loc,
+        loops=loops,
+    )

@@ -31,14 +31,14 @@ from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import state_of
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.compat.neuronxcc.nki.typing import TensorType
-from trnsim.errors import ConstraintError, KernelError, UnsupportedError
+from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.context import current, maybe_current
+from trnsim.nki.jit import Kernel as GAKernel
 from trnsim.nki.runner import KernelRun, grid_points, run_kernel
 from trnsim.nki.tensor import NkiTensor
 from trnsim.program import SourceLocation, capture_location
 
-MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "trace", "jax",
-         "torchxla")
+MODES = ("auto", "simulation", "baremetal", "benchmark", "profile", "trace", "jax", "torchxla")
 DEFAULT_B1_CHIP = "trn2"
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
@@ -60,8 +60,10 @@ class Latency:
 
     def get_latency_percentile(self, p: int) -> float:
         if not 0 <= p <= 100:
-            raise ValueError(f"percentile {p} is outside [0, 100] (NKI reports "
-                             f"{', '.join(map(str, PERCENTILES))})")
+            raise ValueError(
+                f"percentile {p} is outside [0, 100] (NKI reports "
+                f"{', '.join(map(str, PERCENTILES))})"
+            )
         return self.latency_us
 
 
@@ -73,15 +75,25 @@ class BenchmarkResult:
         self.profile = profile
 
 
-class Kernel:
-    """A B1 kernel: the function, its launch grid and its mode."""
+class Kernel(GAKernel):
+    """A B1 kernel: the function, its launch grid and its mode. It is a current-API Kernel of
+    generation "beta1", so trnsim.profile(kernel, *args) times it too."""
 
-    def __init__(self, fn: Callable[..., Any], mode: str = "auto", grid: tuple[int, ...] = (),
-                 cores: int = 1, options: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        mode: str = "auto",
+        grid: tuple[int, ...] = (),
+        cores: int = 1,
+        options: dict[str, Any] | None = None,
+    ):
         if mode not in MODES:
-            raise ConstraintError(f"nki.jit: mode={mode!r} is not a mode (known: "
-                                  f"{', '.join(MODES)})", capture_location())
+            raise ConstraintError(
+                f"nki.jit: mode={mode!r} is not a mode (known: {', '.join(MODES)})",
+                capture_location(),
+            )
         self.fn = fn
+        self.generation = "beta1"
         self.mode = mode
         self.grid = tuple(grid)
         self.cores = cores
@@ -107,10 +119,13 @@ class Kernel:
         if maybe_current() is not None:
             if self.grid:
                 name = getattr(self.fn, "__name__", "kernel")
-                raise b1_error(KernelError, "err_nested_kernel_with_spmd_grid",
-                               f"calling {name}[{', '.join(map(str, self.grid))}]() inside "
-                               "another kernel is not supported (call it without a grid)",
-                               capture_location())
+                raise b1_error(
+                    KernelError,
+                    "err_nested_kernel_with_spmd_grid",
+                    f"calling {name}[{', '.join(map(str, self.grid))}]() inside "
+                    "another kernel is not supported (call it without a grid)",
+                    capture_location(),
+                )
             return self.fn(*args, **kwargs)  # a sub-kernel (mode="trace")
         if self.mode == "benchmark":
             return self._benchmark(args, kwargs)
@@ -125,33 +140,40 @@ class Kernel:
         values = opts.get("values", not abstract)
         args = tuple(_concrete(a) for a in args)
         kwargs = {k: _concrete(v) for k, v in kwargs.items()}
+
         def entry(*dev_args: Any, **dev_kwargs: Any) -> Any:
             return _program(self, *dev_args, **dev_kwargs)
 
         entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
         entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
-        return run_kernel(entry, args, kwargs, chip=default_chip(opts), grid=self.grid or None,
-                          values=values, generation="beta1", seed=int(opts.get("seed", 0)),
-                          cores_for_grid=self.cores)
+        return run_kernel(
+            entry,
+            args,
+            kwargs,
+            chip=default_chip(opts),
+            grid=self.grid or None,
+            values=values,
+            generation="beta1",
+            seed=int(opts.get("seed", 0)),
+            cores_for_grid=self.cores,
+        )
 
-    def _timed(self, args: tuple, kwargs: dict) -> tuple[KernelRun, Any]:
-        try:
-            from trnsim.timing.profile import time_program
-        except ImportError as e:
-            raise UnsupportedError("nki.benchmark / nki.profile: the timing model "
-                                   "(trnsim.timing) is not available", capture_location()) from e
-        run = self.launch(args, kwargs)
-        prof = time_program(run.program, run.chip, run.outputs, run.device.values)
-        return run, prof
+    def _timed(self, args: tuple, kwargs: dict) -> Any:
+        """Run and time the launch with trnsim.profile (outputs on the Profile)."""
+        import trnsim
+
+        abstract = any(isinstance(a, TensorType) for a in (*args, *kwargs.values()))
+        values = self.options.get("values", not abstract)
+        return trnsim.profile(self, *args, chip=default_chip(self.options), values=values, **kwargs)
 
     def _benchmark(self, args: tuple, kwargs: dict) -> Any:
-        run, prof = self._timed(args, kwargs)
+        prof = self._timed(args, kwargs)
         iters = int(self.options.get("iters", 100))
         self.benchmark_result = BenchmarkResult(prof.latency_ns / 1000.0, iters, prof)
-        return run.outputs
+        return prof.outputs
 
     def _profile(self, args: tuple, kwargs: dict) -> Any:
-        run, prof = self._timed(args, kwargs)
+        prof = self._timed(args, kwargs)
         self.profile_result = prof
         workdir = self.options.get("working_directory")
         name = self.options.get("save_trace_name") or "profile.ntff"
@@ -159,18 +181,22 @@ class Kernel:
             os.makedirs(workdir, exist_ok=True)
             path = os.path.join(os.fspath(workdir), os.path.splitext(str(name))[0] + ".json")
             if os.path.exists(path) and not self.options.get("overwrite", False):
-                raise ConstraintError(f"nki.profile: {path} exists (pass overwrite=True)",
-                                      capture_location())
+                raise ConstraintError(
+                    f"nki.profile: {path} exists (pass overwrite=True)", capture_location()
+                )
             prof.save(path, getattr(self.fn, "__name__", ""))
-        return run.outputs
+        return prof.outputs
 
 
 def _concrete(a: Any) -> Any:
     """An abstract nt.tensor[[shape], dtype] argument as an uninitialized host array."""
     if isinstance(a, TensorType):
         if a.shape is None or a.dtype is None:
-            raise ConstraintError(f"abstract argument {a!r} needs a shape and a dtype "
-                                  "(nt.tensor[[P, F], nl.float32])", capture_location())
+            raise ConstraintError(
+                f"abstract argument {a!r} needs a shape and a dtype "
+                "(nt.tensor[[P, F], nl.float32])",
+                capture_location(),
+            )
         d = dt.resolve(a.dtype)
         return np.zeros(tuple(int(s) for s in a.shape), dtype=d.storage)
     return a
@@ -195,8 +221,7 @@ def _program(kernel: Kernel, *dev_args: Any, **dev_kwargs: Any) -> Any:
     try:
         bound = inspect.signature(fn).bind(*dev_args, **dev_kwargs)
     except TypeError as e:
-        raise KernelError(f"{getattr(fn, '__name__', 'kernel')}: {e}", capture_location()) \
-            from None
+        raise KernelError(f"{getattr(fn, '__name__', 'kernel')}: {e}", capture_location()) from None
     mutable: dict[int, str] = {}
     for name, value in list(bound.arguments.items()):
         ann = anns.get(name)
@@ -259,20 +284,29 @@ def def_loc(fn: Callable[..., Any]) -> SourceLocation | None:
     return SourceLocation(code.co_filename, line, code.co_name, text)
 
 
-def _check_outputs(ctx: Any, st: Any, result: Any, mutable: dict[int, str],
-                   loc: SourceLocation | None) -> None:
+def _check_outputs(
+    ctx: Any, st: Any, result: Any, mutable: dict[int, str], loc: SourceLocation | None
+) -> None:
     returned = {id(t._buf) for t in _tensors(result) if t._buf is not None}
     strict = result is not None or bool(mutable)
     if strict and st.immutable_writes:
         name, loc = st.immutable_writes[0]
-        raise b1_error(KernelError, "err_cannot_update_immutable_parameter",
-                       f"Cannot update immutable parameter `{name}` (annotate it as "
-                       f"`{name}: nt.mutable_tensor` and return it)", loc)
+        raise b1_error(
+            KernelError,
+            "err_cannot_update_immutable_parameter",
+            f"Cannot update immutable parameter `{name}` (annotate it as "
+            f"`{name}: nt.mutable_tensor` and return it)",
+            loc,
+        )
     missing = [n for b, n in mutable.items() if b not in returned]
     if missing:
-        raise b1_error(KernelError, "err_mutable_parameter_not_returned",
-                       f"{', '.join(missing)}: mutable kernel parameter not returned (a "
-                       "nt.mutable_tensor parameter must be in the return value)", loc)
+        raise b1_error(
+            KernelError,
+            "err_mutable_parameter_not_returned",
+            f"{', '.join(missing)}: mutable kernel parameter not returned (a "
+            "nt.mutable_tensor parameter must be in the return value)",
+            loc,
+        )
     shared = ctx.extra["shared_allocs"]
     written = shared.setdefault("b1_written", set())
     written.update(id(b) for b in st.hbm_written)
@@ -284,6 +318,10 @@ def _check_outputs(ctx: Any, st: Any, result: Any, mutable: dict[int, str],
         if buf is None or buf.space != "hbm" or id(buf) in mutable or id(buf) in st.immutable:
             continue
         if id(buf) not in written:
-            raise b1_error(KernelError, "err_tensor_output_not_written_to",
-                           f"`{buf.name or '?'}` is returned but never written to (store into "
-                           "it before returning it)", loc)
+            raise b1_error(
+                KernelError,
+                "err_tensor_output_not_written_to",
+                f"`{buf.name or '?'}` is returned but never written to (store into "
+                "it before returning it)",
+                loc,
+            )

@@ -31,8 +31,10 @@ class B1Range:
         try:
             self.range = range(int(start), int(stop), int(step))
         except (TypeError, ValueError) as e:
-            raise ConstraintError(f"nl.{kind}: bounds must be integers, got "
-                                  f"({start!r}, {stop!r}, {step!r})", capture_location()) from e
+            raise ConstraintError(
+                f"nl.{kind}: bounds must be integers, got ({start!r}, {stop!r}, {step!r})",
+                capture_location(),
+            ) from e
         self.kind = kind
 
     def __len__(self) -> int:
@@ -65,6 +67,7 @@ class B1Range:
             st.flush()
         finally:
             del ctx.loops[depth:]
+            frame.closed = True
             if frame in st.loops:
                 st.loops.remove(frame)
 

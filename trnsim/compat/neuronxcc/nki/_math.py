@@ -26,8 +26,17 @@ from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import ConstraintError
 
 SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
-COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal",
-               "logical_and", "logical_or", "logical_xor")
+COMPARISONS = (
+    "equal",
+    "not_equal",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+)
 UNARY_TS = ("abs", "invert", "logical_not", "reciprocal", "rsqrt", "square", "relu")
 
 
@@ -44,11 +53,14 @@ def op_label(op: Any) -> str:
 def tile(x: Any, api: str, name: str) -> tensor:
     """x as an on-chip tile operand (materialized, partition axis first)."""
     if isinstance(x, IndexExpr):
-        raise ConstraintError(f"{api}: operand '{name}' is an index expression; materialize "
-                              "it with nisa.iota(expr, dtype) first")
+        raise ConstraintError(
+            f"{api}: operand '{name}' is an index expression; materialize "
+            "it with nisa.iota(expr, dtype) first"
+        )
     if not isinstance(x, tensor):
-        raise ConstraintError(f"{api}: operand '{name}' must be a tile, got "
-                              f"{type(x).__name__} {x!r}")
+        raise ConstraintError(
+            f"{api}: operand '{name}' must be a tile, got {type(x).__name__} {x!r}"
+        )
     return x._ready().as_tile(api, name)
 
 
@@ -79,9 +91,11 @@ def aligned_shape(a: tuple[int, ...], b: tuple[int, ...], api: str) -> tuple[int
     out = []
     for m, n in zip(a2, b2, strict=True):
         if m != n and 1 not in (m, n):
-            raise b1_error(ConstraintError, "err_param_shape_incompatible_with_numpy",
-                           f"{api}: operand shapes {list(a)} and {list(b)} could not be "
-                           "broadcast together")
+            raise b1_error(
+                ConstraintError,
+                "err_param_shape_incompatible_with_numpy",
+                f"{api}: operand shapes {list(a)} and {list(b)} could not be broadcast together",
+            )
         out.append(max(m, n))
     return tuple(out)
 
@@ -110,8 +124,16 @@ def to_sbuf(t: tensor) -> tensor:
     return out
 
 
-def binary(op: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
-           dst_dtype: dt.DType | None = None, operator_form: bool = False) -> tensor:
+def binary(
+    op: str,
+    x: Any,
+    y: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    dst_dtype: dt.DType | None = None,
+    operator_form: bool = False,
+) -> tensor:
     """x <op> y as a pending tile (tensor_scalar or tensor_tensor)."""
     api = f"nl.{op}"
     xt, yt = isinstance(x, tensor), isinstance(y, tensor)
@@ -126,14 +148,18 @@ def binary(op: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
         if not isinstance(s, SCALARS):
             raise ConstraintError(f"{api}: operand {s!r} is neither a tile nor a number")
         default = dt.bool_ if op in COMPARISONS else dt.promote_scalar(t.dtype, s)
-        return _tensor_scalar(op, t, scalar_value(s), rev, out_dtype(dtype, dst_dtype or default),
-                              mask)
+        return _tensor_scalar(
+            op, t, scalar_value(s), rev, out_dtype(dtype, dst_dtype or default), mask
+        )
     if operator_form and x.shape[0] != y.shape[0]:
-        raise b1_error(ConstraintError, "err_num_partition_mismatch",
-                       f"number of partitions (dimension 0 size of a tile) mismatch in "
-                       f"parameters (x{list(x.shape)}, y{list(y.shape)}) of '{op}' (tile "
-                       "operators do not broadcast along the partition axis; use nl."
-                       f"{op}(x, y) or broadcast_to)")
+        raise b1_error(
+            ConstraintError,
+            "err_num_partition_mismatch",
+            f"number of partitions (dimension 0 size of a tile) mismatch in "
+            f"parameters (x{list(x.shape)}, y{list(y.shape)}) of '{op}' (tile "
+            "operators do not broadcast along the partition axis; use nl."
+            f"{op}(x, y) or broadcast_to)",
+        )
     shape = aligned_shape(tuple(x.shape), tuple(y.shape), api)
     x, y = padded(x, len(shape)), padded(y, len(shape))
     if x.shape[0] != shape[0]:
@@ -149,19 +175,32 @@ def binary(op: str, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
         return _tensor_scalar(op, y.broadcast_view(shape), x, True, odt, mask)
     if x.space == "psum" and y.space == "psum":
         y = to_sbuf(y)
-    return single("tensor_tensor", shape=shape, dtype=odt,
-                  inputs={"data1": x.broadcast_view(shape), "data2": y.broadcast_view(shape)},
-                  attrs={"op": op}, mask=mask, label=api)
+    return single(
+        "tensor_tensor",
+        shape=shape,
+        dtype=odt,
+        inputs={"data1": x.broadcast_view(shape), "data2": y.broadcast_view(shape)},
+        attrs={"op": op},
+        mask=mask,
+        label=api,
+    )
 
 
-def _tensor_scalar(op: str, data: tensor, operand: Any, reverse: bool, odt: dt.DType,
-                   mask: Any, engine: Any = None) -> tensor:
+def _tensor_scalar(
+    op: str, data: tensor, operand: Any, reverse: bool, odt: dt.DType, mask: Any, engine: Any = None
+) -> tensor:
     if isinstance(operand, tensor):  # a (P, 1) operand: keep it 2-D
         operand = operand.reshape((operand.shape[0], 1)) if operand.ndim != 2 else operand
-    return single("tensor_scalar", shape=tuple(data.shape), dtype=odt, engine=engine,
-                  inputs={"data": data, "operand0": operand},
-                  attrs={"op0": op, "reverse0": reverse, "op1": None, "operand1": None,
-                         "reverse1": False}, mask=mask, label=f"nl.{op}")
+    return single(
+        "tensor_scalar",
+        shape=tuple(data.shape),
+        dtype=odt,
+        engine=engine,
+        inputs={"data": data, "operand0": operand},
+        attrs={"op0": op, "reverse0": reverse, "op1": None, "operand1": None, "reverse1": False},
+        mask=mask,
+        label=f"nl.{op}",
+    )
 
 
 def unary_vector(op: str, x: Any, *, dtype: Any = None, mask: Any = None) -> tensor:
@@ -171,16 +210,31 @@ def unary_vector(op: str, x: Any, *, dtype: Any = None, mask: Any = None) -> ten
     return _tensor_scalar(op, x, None, False, out_dtype(dtype, default), mask)
 
 
-def activation(op: str, x: Any, *, dtype: Any = None, mask: Any = None, bias: Any = None,
-               scale: Any = 1.0, api: str | None = None) -> tensor:
+def activation(
+    op: str,
+    x: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    bias: Any = None,
+    scale: Any = 1.0,
+    api: str | None = None,
+) -> tensor:
     """op(x * scale + bias) on the Scalar Engine."""
     api = api or f"nl.{op}"
     x = tile(x, api, "x")
     inputs: dict[str, Any] = {"data": x, "scale": scale}
     if bias is not None:
         inputs["bias"] = bias
-    return single("activation", shape=tuple(x.shape), dtype=out_dtype(dtype, x.dtype),
-                  inputs=inputs, attrs={"op": op}, mask=mask, label=api)
+    return single(
+        "activation",
+        shape=tuple(x.shape),
+        dtype=out_dtype(dtype, x.dtype),
+        inputs=inputs,
+        attrs={"op": op},
+        mask=mask,
+        label=api,
+    )
 
 
 # ---------------------------------------------------------------- eager helpers
@@ -197,8 +251,13 @@ def now(t: tensor) -> tensor:
     return t._ready()
 
 
-def composite(shape: tuple[int, ...], dtype: dt.DType, steps: Callable[[tensor, str], None],
-              label: str, buffer: str = "sbuf") -> tensor:
+def composite(
+    shape: tuple[int, ...],
+    dtype: dt.DType,
+    steps: Callable[[tensor, str], None],
+    label: str,
+    buffer: str = "sbuf",
+) -> tensor:
     """A pending result produced by several instructions (steps(dst, mode) issues them)."""
     return make_pending(shape, dtype, buffer, steps, loc=here()[0], label=label)
 
@@ -209,14 +268,28 @@ def range_reduced(x: tensor, offset: float, mask: Any) -> tensor:
     m = as_mask(mask)
     out = fresh(tuple(x.shape), dt.float32, name="range")
     two_pi = 2 * math.pi
-    run("tensor_scalar", None, domain=tuple(x.shape), outputs={"dst": (out, None)},
+    run(
+        "tensor_scalar",
+        None,
+        domain=tuple(x.shape),
+        outputs={"dst": (out, None)},
         inputs={"data": x, "operand0": offset + math.pi, "operand1": two_pi},
         attrs={"op0": "add", "reverse0": False, "op1": "mod", "reverse1": False},
-        mask=m, loc=loc, loops=loops)
-    run("tensor_scalar", None, domain=tuple(x.shape), outputs={"dst": (out, None)},
+        mask=m,
+        loc=loc,
+        loops=loops,
+    )
+    run(
+        "tensor_scalar",
+        None,
+        domain=tuple(x.shape),
+        outputs={"dst": (out, None)},
         inputs={"data": out, "operand0": -math.pi},
-        attrs={"op0": "add", "reverse0": False, "op1": None, "operand1": None,
-               "reverse1": False}, mask=m, loc=loc, loops=loops)
+        attrs={"op0": "add", "reverse0": False, "op1": None, "operand1": None, "reverse1": False},
+        mask=m,
+        loc=loc,
+        loops=loops,
+    )
     return out
 
 
@@ -234,13 +307,28 @@ def rounding(kind: str, x: Any, *, dtype: Any = None, mask: Any = None) -> tenso
         # floor: x - mod(x, 1) (mod takes the divisor's sign); trunc: x - fmod(x, 1);
         # ceil: x + mod(-x, 1)
         op, sign = {"floor": ("mod", 1.0), "trunc": ("fmod", 1.0), "ceil": ("mod", -1.0)}[kind]
-        run("tensor_scalar", None, domain=shape, outputs={"dst": (frac, None)},
+        run(
+            "tensor_scalar",
+            None,
+            domain=shape,
+            outputs={"dst": (frac, None)},
             inputs={"data": x, "operand0": sign, "operand1": 1.0},
             attrs={"op0": "multiply", "reverse0": False, "op1": op, "reverse1": False},
-            mask=m, loc=loc, loops=loops)
-        run("tensor_tensor", None, domain=shape, outputs={"dst": (dst, None)},
+            mask=m,
+            loc=loc,
+            loops=loops,
+        )
+        run(
+            "tensor_tensor",
+            None,
+            domain=shape,
+            outputs={"dst": (dst, None)},
             inputs={"data1": x, "data2": frac},
-            attrs={"op": "subtract" if kind != "ceil" else "add"}, mask=m, loc=loc,
-            loops=loops, rmw=mode == "accumulate")
+            attrs={"op": "subtract" if kind != "ceil" else "add"},
+            mask=m,
+            loc=loc,
+            loops=loops,
+            rmw=mode == "accumulate",
+        )
 
     return composite(shape, odt, steps, api)

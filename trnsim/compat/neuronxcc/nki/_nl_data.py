@@ -33,13 +33,18 @@ def _hbm_source(src: Any, api_name: str) -> Any:
         raise ConstraintError(f"{api_name}: src must be an HBM tensor, got {type(src).__name__}")
     src._ready()
     if src.on_chip:
-        raise b1_error(ConstraintError, "err_unsupported_memory",
-                       f"Expected operand 'src' of '{api_name}' to be in address space 'hbm', "
-                       f"but got a tile in '{src.space}' instead.")
+        raise b1_error(
+            ConstraintError,
+            "err_unsupported_memory",
+            f"Expected operand 'src' of '{api_name}' to be in address space 'hbm', "
+            f"but got a tile in '{src.space}' instead.",
+        )
     if src.ndim < 2:
-        raise ConstraintError(f"{api_name}: `{src.name}` is {src.ndim}-D; an SBUF tile needs a "
-                              "partition and a free dimension (reshape it, e.g. "
-                              "t.reshape((1, n)))")
+        raise ConstraintError(
+            f"{api_name}: `{src.name}` is {src.ndim}-D; an SBUF tile needs a "
+            "partition and a free dimension (reshape it, e.g. "
+            "t.reshape((1, n)))"
+        )
     return src
 
 
@@ -49,12 +54,21 @@ def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> ten
     gathers rows (`data[idx[i_p, 0], i_f]`)."""
     src = _hbm_source(src, "nl.load")
     if src.shape[0] > PMAX:
-        raise b1_error(ConstraintError, "err_num_partition_exceed_arch_limit",
-                       f"nl.load: number of partitions {src.shape[0]} exceed architecture "
-                       f"limitation of {PMAX}.")
+        raise b1_error(
+            ConstraintError,
+            "err_num_partition_exceed_arch_limit",
+            f"nl.load: number of partitions {src.shape[0]} exceed architecture "
+            f"limitation of {PMAX}.",
+        )
     odt = M.out_dtype(dtype, src.dtype)
-    return single("dma_copy", shape=tuple(src.shape), dtype=odt, inputs={"src": src},
-                  mask=mask, label="nl.load")
+    return single(
+        "dma_copy",
+        shape=tuple(src.shape),
+        dtype=odt,
+        inputs={"src": src},
+        mask=mask,
+        label="nl.load",
+    )
 
 
 @api("nl.store")
@@ -65,9 +79,12 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
         return
     if not isinstance(dst, tensor) or dst.on_chip:
         space = dst.space if isinstance(dst, tensor) else type(dst).__name__
-        raise b1_error(ConstraintError, "err_unsupported_memory",
-                       f"Expected operand 'dst' of 'nl.store' to be in address space 'hbm', "
-                       f"but got a tile in '{space}' instead.")
+        raise b1_error(
+            ConstraintError,
+            "err_unsupported_memory",
+            f"Expected operand 'dst' of 'nl.store' to be in address space 'hbm', "
+            f"but got a tile in '{space}' instead.",
+        )
     if not isinstance(value, tensor):
         raise ConstraintError(f"nl.store: value must be a tile, got {type(value).__name__}")
     _copy.copy_into(dst, value, mask=as_mask(mask), what="nl.store")
@@ -77,25 +94,45 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
 def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> tensor:
     """HBM [a, b] -> SBUF [b, a]: a DMA whose source walks src column by column."""
     if isinstance(src, IndirectAccess):
-        raise b1_error(ConstraintError, "err_indirect_indices_are_not_supported_with_nki_api",
-                       "cannot use indirect indexing access with the current NKI API for "
-                       "load_transpose2d")
+        raise b1_error(
+            ConstraintError,
+            "err_indirect_indices_are_not_supported_with_nki_api",
+            "cannot use indirect indexing access with the current NKI API for load_transpose2d",
+        )
     src = _hbm_source(src, "nl.load_transpose2d")
     if src.ndim != 2:
         raise ConstraintError(f"nl.load_transpose2d: src must be 2-D, got {list(src.shape)}")
     view = src.permuted((1, 0))
-    return single("dma_copy", shape=tuple(view.shape), dtype=M.out_dtype(dtype, src.dtype),
-                  inputs={"src": view}, mask=mask, label="nl.load_transpose2d")
+    return single(
+        "dma_copy",
+        shape=tuple(view.shape),
+        dtype=M.out_dtype(dtype, src.dtype),
+        inputs={"src": view},
+        mask=mask,
+        label="nl.load_transpose2d",
+    )
 
 
 def copy_tile(x: Any, *, dtype: Any = None, mask: Any = None) -> tensor:
     """nl.copy: a new SBUF tile (tensor_copy; a DMA when x is in HBM)."""
     if isinstance(x, tensor) and not x._ready().on_chip:
-        return single("dma_copy", shape=tuple(x.shape), dtype=M.out_dtype(dtype, x.dtype),
-                      inputs={"src": x}, mask=mask, label="nl.copy")
+        return single(
+            "dma_copy",
+            shape=tuple(x.shape),
+            dtype=M.out_dtype(dtype, x.dtype),
+            inputs={"src": x},
+            mask=mask,
+            label="nl.copy",
+        )
     x = M.tile(x, "nl.copy", "src")
-    return single("tensor_copy", shape=tuple(x.shape), dtype=M.out_dtype(dtype, x.dtype),
-                  inputs={"src": x}, mask=mask, label="nl.copy")
+    return single(
+        "tensor_copy",
+        shape=tuple(x.shape),
+        dtype=M.out_dtype(dtype, x.dtype),
+        inputs={"src": x},
+        mask=mask,
+        label="nl.copy",
+    )
 
 
 @api("nl.broadcast_to")
@@ -122,29 +159,65 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> 
     (result in PSUM)."""
     x = M.tile(x, "nl.transpose", "x")
     if x.ndim > 2:
-        raise b1_error(ConstraintError, "err_exceed_max_supported_dimension",
-                       f"parameter 'x{list(x.shape)}' of 'transpose' exceed max supported "
-                       "number of dimensions of 2.")
+        raise b1_error(
+            ConstraintError,
+            "err_exceed_max_supported_dimension",
+            f"parameter 'x{list(x.shape)}' of 'transpose' exceed max supported "
+            "number of dimensions of 2.",
+        )
     p, f = x.shape[0], M.free_elems(tuple(x.shape))
     if f > PMAX:
-        raise b1_error(ConstraintError, "err_size_of_dimension_exceed_arch_limit",
-                       f"size of dimension 1 in 'x{list(x.shape)}' of 'transpose' exceed "
-                       f"architecture limitation of {PMAX}.")
+        raise b1_error(
+            ConstraintError,
+            "err_size_of_dimension_exceed_arch_limit",
+            f"size of dimension 1 in 'x{list(x.shape)}' of 'transpose' exceed "
+            f"architecture limitation of {PMAX}.",
+        )
     small = p <= 32 and f <= 32
+    if not small:
+        no_pe_transpose("nl.transpose")
     if not small and x.space == "psum":
         x = M.to_sbuf(x)
     buffer = "sbuf" if small else "psum"
     odt = M.out_dtype(dtype, x.dtype)
     if odt == x.dtype:
-        return single("nc_transpose", shape=(f, p), dtype=odt, buffer=buffer,
-                      engine="vector" if small else "tensor", inputs={"data": x},
-                      axes={"data": (1, 0)}, mask=mask, label="nl.transpose")
+        return single(
+            "nc_transpose",
+            shape=(f, p),
+            dtype=odt,
+            buffer=buffer,
+            engine="vector" if small else "tensor",
+            inputs={"data": x},
+            axes={"data": (1, 0)},
+            mask=mask,
+            label="nl.transpose",
+        )
     loc, loops = here()
     tmp = M.fresh((f, p), x.dtype, buffer, "transposed")
-    run("nc_transpose", "vector" if small else "tensor", domain=(f, p),
-        outputs={"dst": (tmp, None)}, inputs={"data": x}, axes={"data": (1, 0)},
-        mask=as_mask(mask), loc=loc, loops=loops)
+    run(
+        "nc_transpose",
+        "vector" if small else "tensor",
+        domain=(f, p),
+        outputs={"dst": (tmp, None)},
+        inputs={"data": x},
+        axes={"data": (1, 0)},
+        mask=as_mask(mask),
+        loc=loc,
+        loops=loops,
+    )
     return copy_tile(tmp, dtype=odt, mask=mask)
+
+
+def no_pe_transpose(api_name: str) -> None:
+    """Directly allocated kernels cannot transpose on the Tensor Engine (B1)."""
+    _, st = context(api_name)
+    if st.direct_alloc:
+        raise b1_error(ConstraintError,
+                       "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
+                       f"{api_name}: a transpose on the Tensor Engine is not allowed in a kernel "
+                       "with direct allocation (ncc.sbuf / ncc.psum); pass transpose_x=True with "
+                       "a pre-transposed operand, or transpose tiles of at most 32x32 (Vector "
+                       "engine)")
 
 
 def _stationary(x: tensor, transpose_x: bool) -> tensor:
@@ -155,39 +228,62 @@ def _stationary(x: tensor, transpose_x: bool) -> tensor:
         return x
     loc, loops = here()
     m, k = x.shape[0], M.free_elems(tuple(x.shape))
+    if max(m, k) > 32:
+        no_pe_transpose("nl.matmul (without transpose_x)")
     t = M.fresh((k, m), x.dtype, "psum", "xT")
-    run("nc_transpose", "tensor" if max(m, k) > 32 else "vector", domain=(k, m),
-        outputs={"dst": (t, None)}, inputs={"data": x}, loc=loc, loops=loops)
+    run(
+        "nc_transpose",
+        "tensor" if max(m, k) > 32 else "vector",
+        domain=(k, m),
+        outputs={"dst": (t, None)},
+        inputs={"data": x},
+        loc=loc,
+        loops=loops,
+    )
     return M.to_sbuf(t)
 
 
-def matmul_pending(stationary: tensor, moving: tensor, mask: Any, api_name: str,
-                   attrs: dict | None = None) -> tensor:
+def matmul_pending(
+    stationary: tensor, moving: tensor, mask: Any, api_name: str, attrs: dict | None = None
+) -> tensor:
     """stationary.T @ moving into PSUM (fp32), accumulating under `psum += ...`."""
     if moving.space == "psum":
         moving = M.to_sbuf(moving)
     k1, k2 = stationary.shape[0], moving.shape[0]
     if k1 != k2:
-        raise b1_error(ConstraintError, "err_param_shape_incompatible_with_matmul",
-                       f"{api_name}: contraction dimensions differ: stationary "
-                       f"{list(stationary.shape)} and moving {list(moving.shape)} (K is the "
-                       "partition axis of both)")
+        raise b1_error(
+            ConstraintError,
+            "err_param_shape_incompatible_with_matmul",
+            f"{api_name}: contraction dimensions differ: stationary "
+            f"{list(stationary.shape)} and moving {list(moving.shape)} (K is the "
+            "partition axis of both)",
+        )
     m, n = M.free_elems(tuple(stationary.shape)), M.free_elems(tuple(moving.shape))
     if m > GEMM_STATIONARY_FMAX:
-        raise b1_error(ConstraintError, "err_size_of_dimension_exceed_arch_limit",
-                       f"size of dimension 1 in 'stationary{list(stationary.shape)}' of "
-                       f"'{api_name}' exceed architecture limitation of {GEMM_STATIONARY_FMAX}.")
+        raise b1_error(
+            ConstraintError,
+            "err_size_of_dimension_exceed_arch_limit",
+            f"size of dimension 1 in 'stationary{list(stationary.shape)}' of "
+            f"'{api_name}' exceed architecture limitation of {GEMM_STATIONARY_FMAX}.",
+        )
     st_axes = (None, 0) if stationary.ndim == 2 else None
     mv_axes = (None, 1) if moving.ndim == 2 else None
-    return single("nc_matmul", shape=(m, n), dtype=dt.float32, buffer="psum",
-                  inputs={"stationary": stationary, "moving": moving},
-                  axes={"stationary": st_axes, "moving": mv_axes}, attrs=dict(attrs or {}),
-                  mask=mask, accumulate_attr="accumulate", label=api_name)
+    return single(
+        "nc_matmul",
+        shape=(m, n),
+        dtype=dt.float32,
+        buffer="psum",
+        inputs={"stationary": stationary, "moving": moving},
+        axes={"stationary": st_axes, "moving": mv_axes},
+        attrs=dict(attrs or {}),
+        mask=mask,
+        accumulate_attr="accumulate",
+        label=api_name,
+    )
 
 
 @api("nl.matmul")
-def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None,
-           **kwargs: Any) -> tensor:
+def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> tensor:
     """x @ y (or x.T @ y with transpose_x=True, x given as [K, M]) on the Tensor Engine; the
     fp32 result is a PSUM tile (`psum += nl.matmul(...)` accumulates)."""
     x = M.tile(x, "nl.matmul", "x")
@@ -199,30 +295,44 @@ def matmul(x: Any, y: Any, *, transpose_x: bool = False, mask: Any = None,
 def atomic_rmw(dst: Any, value: Any, op: Any, *, mask: Any = None, **kwargs: Any) -> None:
     """dst[idx rows] op= value in HBM through the DMA (op: add only)."""
     if M.op_label(op) not in ("add",):
-        raise b1_error(ConstraintError, "err_atomic_rmw_add_only",
-                       f"atomic_rmw `op` param only supports 'add' operation currently. An "
-                       f"unsupported op={M.op_label(op)}")
+        raise b1_error(
+            ConstraintError,
+            "err_atomic_rmw_add_only",
+            f"atomic_rmw `op` param only supports 'add' operation currently. An "
+            f"unsupported op={M.op_label(op)}",
+        )
     if not isinstance(dst, IndirectAccess):
-        raise b1_error(ConstraintError, "err_atomic_rmw_dynamic_index",
-                       "atomic_rmw `dst` only supports indirect dynamic indexing currently. Use "
-                       "a tile to index (dst[idx_tile[i_p, 0], i_f]).")
+        raise b1_error(
+            ConstraintError,
+            "err_atomic_rmw_dynamic_index",
+            "atomic_rmw `dst` only supports indirect dynamic indexing currently. Use "
+            "a tile to index (dst[idx_tile[i_p, 0], i_f]).",
+        )
     _copy.store_indirect(dst, value, mask=as_mask(mask), rmw_op="add")
 
 
 @api("nl.gather_flattened")
-def gather_flattened(data: Any, indices: Any, *, mask: Any = None, dtype: Any = None,
-                     **kwargs: Any) -> tensor:
+def gather_flattened(
+    data: Any, indices: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> tensor:
     """Per partition, the flattened free elements of data taken at uint32 indices (GpSimd)."""
     data = M.tile(data, "nl.gather_flattened", "data")
     indices = M.tile(indices, "nl.gather_flattened", "indices")
-    return single("nc_n_gather", shape=tuple(indices.shape), dtype=M.out_dtype(dtype, data.dtype),
-                  inputs={"data": data, "indices": indices}, axes={"data": (0,)},
-                  mask=mask, label="nl.gather_flattened")
+    return single(
+        "nc_n_gather",
+        shape=tuple(indices.shape),
+        dtype=M.out_dtype(dtype, data.dtype),
+        inputs={"data": data, "indices": indices},
+        axes={"data": (0,)},
+        mask=mask,
+        label="nl.gather_flattened",
+    )
 
 
 @api("nl.where")
-def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None,
-          **kwargs: Any) -> tensor:
+def where(
+    condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> tensor:
     """condition ? x : y: y is written first, then x where the condition is non-zero
     (tensor_copy_predicated)."""
     cond = M.tile(condition, "nl.where", "condition")
@@ -233,18 +343,37 @@ def where(condition: Any, x: Any, y: Any, *, dtype: Any = None, mask: Any = None
     odt = M.out_dtype(dtype, base)
     loc, loops = here()
     m = as_mask(mask)
-    pred = cond if cond.dtype.name in ("uint8", "uint16", "uint32", "int8", "int16") \
+    pred = (
+        cond
+        if cond.dtype.name in ("uint8", "uint16", "uint32", "int8", "int16")
         else _as_predicate(cond)
+    )
 
     def steps(dst: tensor, mode: str) -> None:
         if isinstance(ys, tensor):
             _copy.move(dst, _copy.fit(dst, ys, "nl.where"), mask=m, loc=loc, loops=loops)
         else:
-            run("memset", None, domain=shape, outputs={"dst": (dst, None)},
-                inputs={"value": ys}, mask=m, loc=loc, loops=loops)
+            run(
+                "memset",
+                None,
+                domain=shape,
+                outputs={"dst": (dst, None)},
+                inputs={"value": ys},
+                mask=m,
+                loc=loc,
+                loops=loops,
+            )
         src = _copy.fit(dst, xs, "nl.where") if isinstance(xs, tensor) else xs
-        run("tensor_copy_predicated", None, domain=shape, outputs={"dst": (dst, None)},
-            inputs={"src": src, "predicate": pred}, mask=m, loc=loc, loops=loops)
+        run(
+            "tensor_copy_predicated",
+            None,
+            domain=shape,
+            outputs={"dst": (dst, None)},
+            inputs={"src": src, "predicate": pred},
+            mask=m,
+            loc=loc,
+            loops=loops,
+        )
 
     return M.composite(shape, odt, steps, "nl.where")
 
@@ -253,10 +382,22 @@ def _as_predicate(cond: tensor) -> tensor:
     """A bool/float condition as a uint8 predicate tile (1 where non-zero)."""
     out = M.fresh(tuple(cond.shape), dt.uint8, name="pred")
     loc, loops = here()
-    run("tensor_scalar", None, domain=tuple(cond.shape), outputs={"dst": (out, None)},
+    run(
+        "tensor_scalar",
+        None,
+        domain=tuple(cond.shape),
+        outputs={"dst": (out, None)},
         inputs={"data": cond, "operand0": 0},
-        attrs={"op0": "not_equal", "reverse0": False, "op1": None, "operand1": None,
-               "reverse1": False}, loc=loc, loops=loops)
+        attrs={
+            "op0": "not_equal",
+            "reverse0": False,
+            "op1": None,
+            "operand1": None,
+            "reverse1": False,
+        },
+        loc=loc,
+        loops=loops,
+    )
     return out
 
 
@@ -264,8 +405,14 @@ def _as_predicate(cond: tensor) -> tensor:
 def dropout(x: Any, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> tensor:
     """Zero each element with probability rate (Vector engine; no rescaling)."""
     x = M.tile(x, "nl.dropout", "x")
-    return single("dropout", shape=tuple(x.shape), dtype=M.out_dtype(dtype, x.dtype),
-                  inputs={"data": x, "prob": rate}, mask=mask, label="nl.dropout")
+    return single(
+        "dropout",
+        shape=tuple(x.shape),
+        dtype=M.out_dtype(dtype, x.dtype),
+        inputs={"data": x, "prob": rate},
+        mask=mask,
+        label="nl.dropout",
+    )
 
 
 @api("nl.device_print")

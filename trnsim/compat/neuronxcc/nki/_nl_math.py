@@ -20,23 +20,58 @@ from trnsim.compat.neuronxcc.nki._index import as_mask
 from trnsim.compat.neuronxcc.nki._state import api, here
 
 BINARY = {
-    "add": "x + y", "subtract": "x - y", "multiply": "x * y", "divide": "x / y",
-    "maximum": "element-wise max(x, y)", "minimum": "element-wise min(x, y)",
-    "power": "x ** y (GpSimd)", "fmod": "C-style remainder (sign of x)",
+    "add": "x + y",
+    "subtract": "x - y",
+    "multiply": "x * y",
+    "divide": "x / y",
+    "maximum": "element-wise max(x, y)",
+    "minimum": "element-wise min(x, y)",
+    "power": "x ** y (GpSimd)",
+    "fmod": "C-style remainder (sign of x)",
     "mod": "Python-style modulo (sign of y)",
-    "equal": "x == y (bool)", "not_equal": "x != y (bool)", "greater": "x > y (bool)",
-    "greater_equal": "x >= y (bool)", "less": "x < y (bool)", "less_equal": "x <= y (bool)",
-    "logical_and": "x and y (bool)", "logical_or": "x or y (bool)",
+    "equal": "x == y (bool)",
+    "not_equal": "x != y (bool)",
+    "greater": "x > y (bool)",
+    "greater_equal": "x >= y (bool)",
+    "less": "x < y (bool)",
+    "less_equal": "x <= y (bool)",
+    "logical_and": "x and y (bool)",
+    "logical_or": "x or y (bool)",
     "logical_xor": "x xor y (bool)",
-    "bitwise_and": "x & y on integer bits", "bitwise_or": "x | y on integer bits",
-    "bitwise_xor": "x ^ y on integer bits", "left_shift": "x << y on integer bits",
+    "bitwise_and": "x & y on integer bits",
+    "bitwise_or": "x | y on integer bits",
+    "bitwise_xor": "x ^ y on integer bits",
+    "left_shift": "x << y on integer bits",
     "right_shift": "logical x >> y on integer bits",
 }
-ACTIVATIONS = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "silu", "silu_dx",
-               "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid", "mish", "softplus",
-               "erf", "erf_dx", "arctan", "square", "sign")
-VECTOR_UNARY = {"abs": "abs", "invert": "invert", "logical_not": "logical_not",
-                "reciprocal": "reciprocal"}
+ACTIVATIONS = (
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "silu",
+    "silu_dx",
+    "gelu",
+    "gelu_dx",
+    "gelu_apprx_tanh",
+    "gelu_apprx_sigmoid",
+    "mish",
+    "softplus",
+    "erf",
+    "erf_dx",
+    "arctan",
+    "square",
+    "sign",
+)
+VECTOR_UNARY = {
+    "abs": "abs",
+    "invert": "invert",
+    "logical_not": "logical_not",
+    "reciprocal": "reciprocal",
+}
 
 
 def _named(fn: Callable[..., Any], name: str, doc: str) -> Callable[..., Any]:
@@ -65,9 +100,14 @@ def _vector_unary(name: str) -> Callable[..., Any]:
     def fn(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         if name == "reciprocal":
             x = M.tile(x, "nl.reciprocal", "x")
-            return M.single("reciprocal", shape=tuple(x.shape),
-                            dtype=M.out_dtype(dtype, x.dtype), inputs={"data": x}, mask=mask,
-                            label="nl.reciprocal")
+            return M.single(
+                "reciprocal",
+                shape=tuple(x.shape),
+                dtype=M.out_dtype(dtype, x.dtype),
+                inputs={"data": x},
+                mask=mask,
+                label="nl.reciprocal",
+            )
         return M.unary_vector(VECTOR_UNARY[name], x, dtype=dtype, mask=mask)
 
     return _named(fn, name, f"{name}(x), element-wise on the Vector engine.")
@@ -88,11 +128,16 @@ def _sin_like(offset: float, name: str) -> Callable[..., Any]:
     def fn(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         x = M.tile(x, f"nl.{name}", "x")
         reduced = M.range_reduced(x, offset, mask)
-        return M.activation("sin", reduced, dtype=M.out_dtype(dtype, x.dtype), mask=mask,
-                            api=f"nl.{name}")
+        return M.activation(
+            "sin", reduced, dtype=M.out_dtype(dtype, x.dtype), mask=mask, api=f"nl.{name}"
+        )
 
-    return _named(fn, name, f"{name}(x): range reduction to [-pi, pi) on the Vector engine, "
-                  "then the Scalar Engine's sin.")
+    return _named(
+        fn,
+        name,
+        f"{name}(x): range reduction to [-pi, pi) on the Vector engine, "
+        "then the Scalar Engine's sin.",
+    )
 
 
 def _tan(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
@@ -105,9 +150,17 @@ def _tan(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
     c = M.fresh(shape, dt.float32, name="cos")
     for off, out in ((0.0, s), (math.pi / 2, c)):
         r = M.range_reduced(x, off, mask)
-        run("activation", "scalar", domain=shape, outputs={"dst": (out, None)},
-            inputs={"data": r, "scale": 1.0}, attrs={"op": "sin"}, mask=m, loc=loc,
-            loops=loops)
+        run(
+            "activation",
+            "scalar",
+            domain=shape,
+            outputs={"dst": (out, None)},
+            inputs={"data": r, "scale": 1.0},
+            attrs={"op": "sin"},
+            mask=m,
+            loc=loc,
+            loops=loops,
+        )
     return M.binary("divide", s, c, dtype=odt, mask=mask)
 
 
@@ -115,8 +168,7 @@ def _rounding(kind: str) -> Callable[..., Any]:
     def fn(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Any:
         return M.rounding(kind, x, dtype=dtype, mask=mask)
 
-    return _named(fn, kind, f"{kind}(x): a Vector-engine composite (no activation-table "
-                  "entry).")
+    return _named(fn, kind, f"{kind}(x): a Vector-engine composite (no activation-table entry).")
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
@@ -124,8 +176,9 @@ FUNCTIONS.update({n: _binary(n) for n in BINARY})
 FUNCTIONS.update({n: _activation(n) for n in ACTIVATIONS})
 FUNCTIONS.update({n: _vector_unary(n) for n in VECTOR_UNARY})
 FUNCTIONS["negative"] = _named(_negative, "negative", "-x, element-wise (Vector engine).")
-FUNCTIONS["copy"] = _named(_copy_fn, "copy", "A copy of the tile (identity activation "
-                           "constant as op=nl.copy).")
+FUNCTIONS["copy"] = _named(
+    _copy_fn, "copy", "A copy of the tile (identity activation constant as op=nl.copy)."
+)
 FUNCTIONS["sin"] = _sin_like(0.0, "sin")
 FUNCTIONS["cos"] = _sin_like(math.pi / 2, "cos")
 FUNCTIONS["tan"] = _named(_tan, "tan", "tan(x) = sin(x) / cos(x) with range reduction.")

@@ -17,12 +17,27 @@ from trnsim.compat.neuronxcc.nki._state import api
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 
 _BINARY = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-    "floordiv": None, "mod": "mod", "pow": "power", "lshift": "left_shift",
-    "rshift": "right_shift", "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "truediv": "divide",
+    "floordiv": None,
+    "mod": "mod",
+    "pow": "power",
+    "lshift": "left_shift",
+    "rshift": "right_shift",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
 }
-_COMPARE = {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-            "eq": "equal", "ne": "not_equal"}
+_COMPARE = {
+    "lt": "less",
+    "le": "less_equal",
+    "gt": "greater",
+    "ge": "greater_equal",
+    "eq": "equal",
+    "ne": "not_equal",
+}
 
 
 def _forward(op: str) -> Callable[[Any, Any], Any]:

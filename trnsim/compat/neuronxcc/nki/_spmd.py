@@ -67,8 +67,10 @@ def grid_of(key: Any) -> tuple[tuple[int, ...], int]:
         elif isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1:
             sizes.append(int(d))
         else:
-            raise ConstraintError(f"kernel[{', '.join(map(repr, dims))}]: grid dimensions must "
-                                  f"be positive ints or nl.nc(n) / nl.spmd_dim(...), got {d!r}")
+            raise ConstraintError(
+                f"kernel[{', '.join(map(repr, dims))}]: grid dimensions must "
+                f"be positive ints or nl.nc(n) / nl.spmd_dim(...), got {d!r}"
+            )
     return tuple(sizes), cores
 
 
@@ -76,13 +78,15 @@ def program_id(axis: int = 0) -> int:
     """This program's coordinate along grid axis `axis` (0 without a grid)."""
     ctx, _ = context("nl.program_id")
     axis = int(axis)
-    if not ctx.grid:
-        if axis == 0:
-            return 0
+    if not ctx.grid and axis == 0:
+        return 0
     if not 0 <= axis < max(len(ctx.grid), 1):
-        raise b1_error(ConstraintError, "err_program_id_axis_out_of_bounds",
-                       f"axis in `program_id` is out-of-bound(s) of the spmd launch grid "
-                       f"(axis={axis}, grid rank {len(ctx.grid)})")
+        raise b1_error(
+            ConstraintError,
+            "err_program_id_axis_out_of_bounds",
+            f"axis in `program_id` is out-of-bound(s) of the spmd launch grid "
+            f"(axis={axis}, grid rank {len(ctx.grid)})",
+        )
     return ctx.program_id[axis] if ctx.program_id else 0
 
 
@@ -96,9 +100,11 @@ def num_programs(axes: Any = None) -> int:
     n = 1
     for a in axes:
         if not 0 <= int(a) < len(grid):
-            raise b1_error(ConstraintError, "err_program_id_axis_out_of_bounds",
-                           f"nl.num_programs: axis {a} is out of the launch grid of rank "
-                           f"{len(grid)}")
+            raise b1_error(
+                ConstraintError,
+                "err_program_id_axis_out_of_bounds",
+                f"nl.num_programs: axis {a} is out of the launch grid of rank {len(grid)}",
+            )
         n *= grid[int(a)]
     return n
 

@@ -31,6 +31,7 @@ class LoopFrame:
     iter_start: int
     iteration: int = 0
     loc: SourceLocation | None = None
+    closed: bool = False  # the loop has finished: tensors created inside are out of scope
 
 
 @dataclass
@@ -45,12 +46,28 @@ class B1State:
     immutable_writes: list[tuple[str, SourceLocation | None]] = field(default_factory=list)
     depth: int = 0  # > 0 while a front-end call is running (nested calls do not re-flush)
     direct_alloc: bool = False  # an ncc direct allocator was used (an "allocated kernel")
+    scope: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
 
     def flush(self) -> None:
         """Materialize the pending result (if any) into a fresh tile."""
         pending, self.pending = self.pending, None
         if pending is not None:
             pending._materialize()
+
+    def enter_scope(self, buf: Any) -> None:
+        """Remember the innermost loop a new on-chip tensor was created in."""
+        if self.loops:
+            self.scope[buf] = self.loops[-1]
+
+    def check_scope(self, buf: Any, name: str) -> None:
+        """err_local_variable_used_out_of_scope for a tensor of a finished loop."""
+        frame = self.scope.get(buf)
+        if frame is not None and frame.closed:
+            where = f" (created in the loop at {frame.loc.short()})" if frame.loc else ""
+            raise b1_error(KernelError, "err_local_variable_used_out_of_scope",
+                           f"Local variable '{name or '?'}' is referenced outside of its parent "
+                           f"scope{where}; declare it before the loop and assign into it with "
+                           f"{name or 'tile'}[...] = ...")
 
     def affine_frames(self) -> list[LoopFrame]:
         return [f for f in self.loops if f.kind == "affine_range"]
@@ -67,10 +84,13 @@ def context(api_name: str) -> tuple[KernelContext, B1State]:
     """The running kernel and its B1 state; outside a kernel, err_nki_api_outside_of_nki_kernel."""
     ctx = maybe_current()
     if ctx is None:
-        raise b1_error(KernelError, "err_nki_api_outside_of_nki_kernel",
-                       f"{api_name}: calling NKI API outside of NKI kernels is not supported "
-                       "(run the kernel through nki.jit, nki.simulate_kernel or nki.baremetal)",
-                       capture_location())
+        raise b1_error(
+            KernelError,
+            "err_nki_api_outside_of_nki_kernel",
+            f"{api_name}: calling NKI API outside of NKI kernels is not supported "
+            "(run the kernel through nki.jit, nki.simulate_kernel or nki.baremetal)",
+            capture_location(),
+        )
     return ctx, state_of(ctx)
 
 

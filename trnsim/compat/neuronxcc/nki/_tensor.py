@@ -32,17 +32,34 @@ def full_box(shape: tuple[int, ...]) -> Box:
     return [(0, n) for n in shape]
 
 
-class tensor:  # noqa: N801 - NKI's class name
+class tensor:
     """A Beta-1 tensor or tile (HBM, SBUF or PSUM). Attributes: shape, dtype, ndim, itemsize,
     buffer, name; methods reshape, view, astype, broadcast_to, expand_dims, assert_shape."""
 
-    __slots__ = ("__weakref__", "_base", "_buf", "_coefs", "_consts", "_dtype", "_inplace",
-                 "_pdim", "_pending", "_shape")
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_buf",
+        "_coefs",
+        "_consts",
+        "_dtype",
+        "_inplace",
+        "_pdim",
+        "_pending",
+        "_shape",
+    )
     __array_priority__ = 100  # numpy scalars defer to our reflected operators
 
-    def __init__(self, buf: Buffer | None, base: Layout | None, pdim: int | None,
-                 consts: tuple[int, ...], coefs: tuple[tuple[int, ...], ...],
-                 shape: tuple[int, ...], dtype: dt.DType):
+    def __init__(
+        self,
+        buf: Buffer | None,
+        base: Layout | None,
+        pdim: int | None,
+        consts: tuple[int, ...],
+        coefs: tuple[tuple[int, ...], ...],
+        shape: tuple[int, ...],
+        dtype: dt.DType,
+    ):
         self._buf = buf
         self._base = base
         self._pdim = pdim
@@ -67,8 +84,15 @@ class tensor:  # noqa: N801 - NKI's class name
         return cls.whole(view.buffer, view.layout, pdim)
 
     def _derive(self, consts: list[int], coefs: list[list[int]], shape: tuple[int, ...]) -> tensor:
-        return tensor(self._buf, self._base, self._pdim, tuple(consts),
-                      tuple(tuple(r) for r in coefs), shape, self._dtype)
+        return tensor(
+            self._buf,
+            self._base,
+            self._pdim,
+            tuple(consts),
+            tuple(tuple(r) for r in coefs),
+            shape,
+            self._dtype,
+        )
 
     # ------------------------------------------------------------ NKI attributes
     @property
@@ -116,14 +140,15 @@ class tensor:  # noqa: N801 - NKI's class name
         return self._shape[0] if self._shape else 1
 
     def __bool__(self) -> bool:
-        raise b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
-                       "control flow depending on tensor values is not supported (the value "
-                       "of a tile is not known when the kernel is traced)")
+        raise _truth_value_error()
 
     def __iter__(self) -> Any:
-        raise b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
-                       "a tile cannot be iterated in Python; index it with nl.arange or loop "
-                       "with nl.affine_range")
+        raise b1_error(
+            ConstraintError,
+            "err_dynamic_control_flow_not_supported",
+            "a tile cannot be iterated in Python; index it with nl.arange or loop "
+            "with nl.affine_range",
+        )
 
     __hash__ = object.__hash__
 
@@ -154,10 +179,14 @@ class tensor:  # noqa: N801 - NKI's class name
         base = self._base
         off = base.offset
         for d, st in enumerate(base.strides):
-            off += st * (self._consts[d] + sum(c * lo for c, (lo, _) in
-                                               zip(self._coefs[d], box, strict=True)))
-        strides = tuple(sum(base.strides[d] * self._coefs[d][k] for d in range(len(base.shape)))
-                        for k in range(len(self._shape)))
+            off += st * (
+                self._consts[d]
+                + sum(c * lo for c, (lo, _) in zip(self._coefs[d], box, strict=True))
+            )
+        strides = tuple(
+            sum(base.strides[d] * self._coefs[d][k] for d in range(len(base.shape)))
+            for k in range(len(self._shape))
+        )
         return Layout(self._dtype, off, tuple(hi - lo for lo, hi in box), strides)
 
     def check_bounds(self, box: Box | None = None) -> None:
@@ -171,10 +200,13 @@ class tensor:  # noqa: N801 - NKI's class name
                 lo += min(c * a, c * (b - 1))
                 hi += max(c * a, c * (b - 1))
             if lo < 0 or hi >= n:
-                raise b1_error(OutOfBoundsError, "err_tensor_access_out_of_bound",
-                               f"Out-of-bound access for tensor `{self.name or '?'}` on "
-                               f"dimension {d}: index range [{lo}, {hi}] exceed dimension "
-                               f"size of {n}")
+                raise b1_error(
+                    OutOfBoundsError,
+                    "err_tensor_access_out_of_bound",
+                    f"Out-of-bound access for tensor `{self.name or '?'}` on "
+                    f"dimension {d}: index range [{lo}, {hi}] exceed dimension "
+                    f"size of {n}",
+                )
 
     def operand(self, box: Box | None = None) -> View:
         """The operand View an instruction reads or writes (bounds checked)."""
@@ -183,9 +215,13 @@ class tensor:  # noqa: N801 - NKI's class name
         return View(self._buf, self.layout(box))
 
     def same_access(self, other: tensor) -> bool:
-        return (self._buf is other._buf and self._consts == other._consts
-                and self._coefs == other._coefs and self._shape == other._shape
-                and self._dtype == other._dtype)
+        return (
+            self._buf is other._buf
+            and self._consts == other._consts
+            and self._coefs == other._coefs
+            and self._shape == other._shape
+            and self._dtype == other._dtype
+        )
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Any:
@@ -199,24 +235,31 @@ class tensor:  # noqa: N801 - NKI's class name
         key = key if isinstance(key, tuple) else (key,)
         from trnsim.compat.neuronxcc.nki import _indirect
 
-        if any(isinstance(k, _indirect.DynIndex) or (isinstance(k, DynSlice)
-                                                     and isinstance(k.start, tensor))
-               for k in key):
+        if any(
+            isinstance(k, _indirect.DynIndex)
+            or (isinstance(k, DynSlice) and isinstance(k.start, tensor))
+            for k in key
+        ):
             return _indirect.DynamicAccess(self, key)
         if any(isinstance(k, tensor) for k in key):
             return _indirect.IndirectAccess(self, key)
         if any(isinstance(k, Predicate) for k in key):
-            raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
-                           "operand masks inside subscripts (t[pred]) are not simulated; pass "
-                           "mask= to the instruction instead")
+            raise b1_error(
+                ConstraintError,
+                "err_unsupported_expression_in_mask",
+                "operand masks inside subscripts (t[pred]) are not simulated; pass "
+                "mask= to the instruction instead",
+            )
         key = _expand_ellipsis(key, self.ndim)
         if any(isinstance(k, IndexExpr) for k in key):
             if any(isinstance(k, (slice, DynSlice)) for k in key):
-                raise b1_error(ConstraintError,
-                               "err_unsupported_mixing_basic_advanced_tensor_indexing",
-                               f"tensor `{self.name or '?'}`: mixing basic tensor indexing "
-                               "(slices, nl.ds) and advanced tensor indexing (nl.arange, "
-                               "nl.mgrid) is not supported")
+                raise b1_error(
+                    ConstraintError,
+                    "err_unsupported_mixing_basic_advanced_tensor_indexing",
+                    f"tensor `{self.name or '?'}`: mixing basic tensor indexing "
+                    "(slices, nl.ds) and advanced tensor indexing (nl.arange, "
+                    "nl.mgrid) is not supported",
+                )
             return self._advanced(key)
         return self._basic(key)
 
@@ -235,8 +278,9 @@ class tensor:  # noqa: N801 - NKI's class name
                 shape.append(1)
                 continue
             if src >= self.ndim:
-                raise ConstraintError(f"too many indices for tensor `{self.name or '?'}` of "
-                                      f"shape {list(self._shape)}")
+                raise ConstraintError(
+                    f"too many indices for tensor `{self.name or '?'}` of shape {list(self._shape)}"
+                )
             col = [coefs[d][src] for d in range(n_base)]
             n = self._shape[src]
             if isinstance(k, (slice, DynSlice)):
@@ -269,16 +313,21 @@ class tensor:  # noqa: N801 - NKI's class name
     def _advanced(self, key: tuple[Any, ...]) -> tensor:
         for k in key:
             if isinstance(k, IndexExpr) and k.ndim == 1:
-                raise b1_error(ConstraintError, "err_1d_arange_not_supported",
-                               f"tensor `{self.name or '?'}` indexed with a 1-D nl.arange is "
-                               "not supported; give it a 2-D shape with [:, None] or [None, :]")
+                raise b1_error(
+                    ConstraintError,
+                    "err_1d_arange_not_supported",
+                    f"tensor `{self.name or '?'}` indexed with a 1-D nl.arange is "
+                    "not supported; give it a 2-D shape with [:, None] or [None, :]",
+                )
         if len(key) > self.ndim:
-            raise ConstraintError(f"too many indices ({len(key)}) for tensor "
-                                  f"`{self.name or '?'}` of shape {list(self._shape)}")
+            raise ConstraintError(
+                f"too many indices ({len(key)}) for tensor "
+                f"`{self.name or '?'}` of shape {list(self._shape)}"
+            )
         exprs = [k for k in key if isinstance(k, IndexExpr)]
         res = broadcast_shapes(*(e.shape for e in exprs), what=f"indices of `{self.name}`")
         rank = len(res)
-        rest = self._shape[len(key):]  # implicit trailing axes stay as they are
+        rest = self._shape[len(key) :]  # implicit trailing axes stay as they are
         n_base = len(self._consts)
         consts = list(self._consts)
         coefs = [[0] * (rank + len(rest)) for _ in range(n_base)]
@@ -307,10 +356,12 @@ class tensor:  # noqa: N801 - NKI's class name
         row = self._coefs[self._pdim]
         live = [(k, c) for k, c in enumerate(row) if c and self._shape[k] > 1]
         if len(live) > 1 or any(abs(c) != 1 for _, c in live):
-            raise ConstraintError(f"tensor `{self.name or '?'}`: the partition dimension must "
-                                  "be indexed with unit stride along one axis (partition-dim "
-                                  "striding is not supported); got coefficients "
-                                  f"{[c for _, c in live]}")
+            raise ConstraintError(
+                f"tensor `{self.name or '?'}`: the partition dimension must "
+                "be indexed with unit stride along one axis (partition-dim "
+                "striding is not supported); got coefficients "
+                f"{[c for _, c in live]}"
+            )
 
     # ------------------------------------------------------------ tile checks
     def as_tile(self, api: str, operand: str) -> tensor:
@@ -318,33 +369,49 @@ class tensor:  # noqa: N801 - NKI's class name
         within a partition (same free pattern in every partition)."""
         self._ready()
         if not self.on_chip:
-            raise b1_error(ConstraintError, "err_unsupported_memory",
-                           f"Expected operand '{operand}' of '{api}' to be in address space "
-                           f"'psum|sbuf', but got a tile in '{self.space}' instead.")
+            raise b1_error(
+                ConstraintError,
+                "err_unsupported_memory",
+                f"Expected operand '{operand}' of '{api}' to be in address space "
+                f"'psum|sbuf', but got a tile in '{self.space}' instead.",
+            )
         if self.ndim < 1:
             raise ConstraintError(f"{api}: operand '{operand}' is a scalar access")
         pax = self.partition_axis()
-        if (pax not in (None, 0)) or (pax is None and self._coefs[self._pdim][0] == 0
-                                      and self._shape[0] > 1):
-            raise b1_error(ConstraintError, "err_failed_to_infer_tile_from_local_tensor",
-                           f"{api}: failed to infer tile from tensor `{self.name or '?'}` "
-                           f"{list(self._shape)}: the first dimension of the tile is not the "
-                           "partition dimension of the tensor")
+        if (pax not in (None, 0)) or (
+            pax is None and self._coefs[self._pdim][0] == 0 and self._shape[0] > 1
+        ):
+            raise b1_error(
+                ConstraintError,
+                "err_failed_to_infer_tile_from_local_tensor",
+                f"{api}: failed to infer tile from tensor `{self.name or '?'}` "
+                f"{list(self._shape)}: the first dimension of the tile is not the "
+                "partition dimension of the tensor",
+            )
         if self._shape[0] > 1:
             for d, row in enumerate(self._coefs):
                 if d != self._pdim and row[0]:
-                    raise ConstraintError(f"{api}: operand '{operand}' (`{self.name}`) walks "
-                                          "a free dimension along its partition axis; all "
-                                          "partitions must use the same free-dim pattern")
+                    raise ConstraintError(
+                        f"{api}: operand '{operand}' (`{self.name}`) walks "
+                        "a free dimension along its partition axis; all "
+                        "partitions must use the same free-dim pattern"
+                    )
         if self._shape[0] > 128:
-            raise b1_error(ConstraintError, "err_num_partition_exceed_arch_limit",
-                           f"{api}: number of partitions {self._shape[0]} of operand "
-                           f"'{operand}' exceed architecture limitation of 128.")
+            raise b1_error(
+                ConstraintError,
+                "err_num_partition_exceed_arch_limit",
+                f"{api}: number of partitions {self._shape[0]} of operand "
+                f"'{operand}' exceed architecture limitation of 128.",
+            )
         return self
 
     # ------------------------------------------------------------ views of the access
-    def _axes_view(self, perm: tuple[int, ...] | None = None, insert: int | None = None,
-                   shape: tuple[int, ...] | None = None) -> tensor:
+    def _axes_view(
+        self,
+        perm: tuple[int, ...] | None = None,
+        insert: int | None = None,
+        shape: tuple[int, ...] | None = None,
+    ) -> tensor:
         """A permuted (perm), axis-inserted (insert) or stride-0 broadcast (shape) access."""
         consts = list(self._consts)
         coefs = [list(r) for r in self._coefs]
@@ -372,9 +439,11 @@ class tensor:  # noqa: N801 - NKI's class name
         shape = tuple(shape)
         out = broadcast_shapes(self._shape, shape, what=f"broadcast of `{self.name}`")
         if out != shape:
-            raise b1_error(ConstraintError, "err_param_shape_incompatible_with_numpy",
-                           f"cannot broadcast `{self.name or '?'}` {list(self._shape)} to "
-                           f"{list(shape)}")
+            raise b1_error(
+                ConstraintError,
+                "err_param_shape_incompatible_with_numpy",
+                f"cannot broadcast `{self.name or '?'}` {list(self._shape)} to {list(shape)}",
+            )
         return self._axes_view(shape=shape)
 
     def permuted(self, perm: tuple[int, ...]) -> tensor:
@@ -400,8 +469,9 @@ class tensor:  # noqa: N801 - NKI's class name
         if axis < 0:
             axis += self.ndim + 1
         if not 0 <= axis <= self.ndim:
-            raise ConstraintError(f"expand_dims: axis {axis} out of range for a {self.ndim}-D "
-                                  "tensor")
+            raise ConstraintError(
+                f"expand_dims: axis {axis} out of range for a {self.ndim}-D tensor"
+            )
         return self._ready().with_axis(axis)
 
     def broadcast_to(self, shape: Any) -> tensor:
@@ -416,9 +486,12 @@ class tensor:  # noqa: N801 - NKI's class name
 
     def assert_shape(self, shape: Any) -> tensor:
         if tuple(shape) != self._shape:
-            raise b1_error(ConstraintError, "err_annotation_shape_mismatch",
-                           f"shape of `{self.name or '?'}{list(self._shape)}` does not match "
-                           f"the expected shape of {list(shape)}")
+            raise b1_error(
+                ConstraintError,
+                "err_annotation_shape_mismatch",
+                f"shape of `{self.name or '?'}{list(self._shape)}` does not match "
+                f"the expected shape of {list(shape)}",
+            )
         return self
 
     # ------------------------------------------------------------ assignment
@@ -445,6 +518,24 @@ class tensor:  # noqa: N801 - NKI's class name
         return self._inplace_op(value, "divide")
 
 
+def _truth_value_error() -> KernelError:
+    """The B1 error for asking a tile's truth value, by the statement that asked."""
+    loc = capture_location()
+    code = loc.code if loc is not None else ""
+    if code.startswith("while"):
+        return b1_error(ConstraintError, "err_while_loop_requires_unconditional_entry",
+                        "while loops on tensor values are not supported in NKI; use the "
+                        "do-while pattern: cond = nt.scalar(True), then `while cond:` with cond "
+                        "updated from a 1x1 tile inside the body", loc)
+    if code.startswith(("if", "elif")) or " if " in code:
+        return b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
+                        "dynamic control-flow depending on tensor value is not supported (the "
+                        "value of a tile is not known when the kernel is traced)", loc)
+    return b1_error(ConstraintError, "err_ambiguous_tensor_truth_value",
+                    "Cannot evaluate truth value of a multi-element tensor/array (use nl."
+                    "logical_and / nl.all instead of and, or, not)", loc)
+
+
 def _expand_ellipsis(key: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
     n_ell = sum(1 for k in key if k is Ellipsis)
     if n_ell > 1:
@@ -453,20 +544,26 @@ def _expand_ellipsis(key: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
         return key
     i = key.index(Ellipsis)
     used = sum(1 for k in key if k is not None and k is not Ellipsis)
-    return (*key[:i], *([slice(None)] * max(0, ndim - used)), *key[i + 1:])
+    return (*key[:i], *([slice(None)] * max(0, ndim - used)), *key[i + 1 :])
 
 
 def _int_index(k: Any, n: int, check: bool = True) -> int:
     try:
         i = int(k.__index__()) if hasattr(k, "__index__") else int(k)
     except (TypeError, ValueError) as e:
-        raise b1_error(ConstraintError, "err_unsupported_expression_in_mask",
-                       f"index {k!r} is not an integer, slice, nl.ds or index expression") from e
+        raise b1_error(
+            ConstraintError,
+            "err_unsupported_expression_in_mask",
+            f"index {k!r} is not an integer, slice, nl.ds or index expression",
+        ) from e
     if i < 0:
         i += n
     if check and not 0 <= i < n:
-        raise b1_error(OutOfBoundsError, "err_tensor_access_out_of_bound",
-                       f"index {k} is out of range for a dimension of size {n}")
+        raise b1_error(
+            OutOfBoundsError,
+            "err_tensor_access_out_of_bound",
+            f"index {k} is out of range for a dimension of size {n}",
+        )
     return i
 
 

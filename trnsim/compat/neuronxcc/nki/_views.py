@@ -17,8 +17,9 @@ def reshape(t: tensor, shape: tuple[int, ...]) -> tensor:
     """The access reshaped (row-major element order); the partition dim stays on chip."""
     lay = t.layout()
     if t.on_chip and t.ndim and t.partition_axis() not in (0, None):
-        raise ConstraintError(f"reshape of `{t.name}`: index away the block dimensions first "
-                              f"(shape {list(t.shape)})")
+        raise ConstraintError(
+            f"reshape of `{t.name}`: index away the block dimensions first (shape {list(t.shape)})"
+        )
     new = vw.reshape(lay, shape, t.on_chip, t.name)
     return tensor.whole(t._buf, new, 0 if t.on_chip else None)
 

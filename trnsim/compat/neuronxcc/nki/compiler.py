@@ -25,8 +25,9 @@ def _passthrough(name: str) -> Callable[..., Any]:
         return fn
 
     decorator.__name__ = name
-    decorator.__doc__ = (f"@ncc.{name}: a compiler-pass switch; the kernel runs unchanged in "
-                         "the simulator.")
+    decorator.__doc__ = (
+        f"@ncc.{name}: a compiler-pass switch; the kernel runs unchanged in the simulator."
+    )
     return decorator
 
 
@@ -61,5 +62,13 @@ def no_reorder() -> Iterator[None]:
     yield
 
 
-__all__ = ["allocation_scope", "enable_stack_allocator", "force_auto_alloc", "multi_buffer",
-           "no_reorder", "psum", "sbuf", "skip_middle_end_transformations"]
+__all__ = [
+    "allocation_scope",
+    "enable_stack_allocator",
+    "force_auto_alloc",
+    "multi_buffer",
+    "no_reorder",
+    "psum",
+    "sbuf",
+    "skip_middle_end_transformations",
+]

@@ -54,7 +54,13 @@ from trnsim.compat.neuronxcc.nki._nl_data import (
 from trnsim.compat.neuronxcc.nki._nl_math import FUNCTIONS as _MATH
 from trnsim.compat.neuronxcc.nki._nl_reduce import FUNCTIONS as _REDUCE
 from trnsim.compat.neuronxcc.nki._nl_reduce import loop_reduce, mean, rms_norm, softmax, var
-from trnsim.compat.neuronxcc.nki._spmd import nc, num_programs, program_id, program_ndim, spmd_dim
+from trnsim.compat.neuronxcc.nki._spmd import (
+    nc,
+    num_programs,
+    program_id,
+    program_ndim,
+    spmd_dim,
+)
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.nki.language import tile_size
 from trnsim.nki.views import DynSlice
@@ -107,15 +113,71 @@ def ds(start: int, size: int) -> DynSlice:
 globals().update(_MATH)
 globals().update(_REDUCE)
 
-__all__ = sorted({
-    "affine_range", "all_reduce", "arange", "atomic_rmw", "bfloat16", "bfp16", "bool_", "broadcast_to",
-    "device_print", "dropout", "ds", "empty_like", "expand_dims", "finfo", "float16",
-    "float32", "float32r", "float8_e4m3", "float8_e5m2", "fp32", "full", "gather_flattened",
-    "hbm", "int16", "int32", "int8", "load", "load_transpose2d", "loop_reduce", "matmul",
-    "mean", "mgrid", "nc", "ndarray", "num_programs", "ones", "par_dim", "private_hbm",
-    "program_id", "program_ndim", "psum", "rand", "random_seed", "rms_norm", "sbuf",
-    "sequential_range", "shared_constant", "shared_hbm", "shared_identity_matrix", "softmax",
-    "spmd_dim", "static_cast", "static_range", "store", "tensor", "tfloat32", "tile_size",
-    "transpose", "uint16", "uint32", "uint8", "var", "where", "zeros", "zeros_like",
-    *_MATH, *_REDUCE,
-})
+__all__ = [
+    "affine_range",
+    "all_reduce",
+    "arange",
+    "atomic_rmw",
+    "bfloat16",
+    "bfp16",
+    "bool_",
+    "broadcast_to",
+    "device_print",
+    "dropout",
+    "ds",
+    "empty_like",
+    "expand_dims",
+    "finfo",
+    "float8_e4m3",
+    "float8_e5m2",
+    "float16",
+    "float32",
+    "float32r",
+    "fp32",
+    "full",
+    "gather_flattened",
+    "hbm",
+    "int8",
+    "int16",
+    "int32",
+    "load",
+    "load_transpose2d",
+    "loop_reduce",
+    "matmul",
+    "mean",
+    "mgrid",
+    "nc",
+    "ndarray",
+    "num_programs",
+    "ones",
+    "par_dim",
+    "private_hbm",
+    "program_id",
+    "program_ndim",
+    "psum",
+    "rand",
+    "random_seed",
+    "rms_norm",
+    "sbuf",
+    "sequential_range",
+    "shared_constant",
+    "shared_hbm",
+    "shared_identity_matrix",
+    "softmax",
+    "spmd_dim",
+    "static_cast",
+    "static_range",
+    "store",
+    "tensor",
+    "tfloat32",
+    "tile_size",
+    "transpose",
+    "uint8",
+    "uint16",
+    "uint32",
+    "var",
+    "where",
+    "zeros",
+    "zeros_like",
+]
+__all__ += sorted({*_MATH, *_REDUCE} - set(__all__))

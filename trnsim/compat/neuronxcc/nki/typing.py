@@ -39,15 +39,20 @@ class TensorType:
             return True
         return len(self.shape) == len(shape) and all(
             want is None or want is Ellipsis or int(want) == int(got)
-            for want, got in zip(self.shape, shape, strict=True))
+            for want, got in zip(self.shape, shape, strict=True)
+        )
 
     def check(self, value: Any, name: str, loc: Any = None) -> Any:
         """value itself, or err_annotation_shape_mismatch if its shape differs."""
         shape = getattr(value, "shape", None)
         if shape is not None and not self.matches(tuple(shape)):
-            raise b1_error(ConstraintError, "err_annotation_shape_mismatch",
-                           f"shape of `{name}{list(shape)}` does not match the expected shape "
-                           f"of {list(self.shape)}", loc)
+            raise b1_error(
+                ConstraintError,
+                "err_annotation_shape_mismatch",
+                f"shape of `{name}{list(shape)}` does not match the expected shape "
+                f"of {list(self.shape)}",
+                loc,
+            )
         return value
 
 
