@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import sys
 
+import nki.isa as nisa
+import nki.language as nl
 import numpy as np
 import pytest
 
-import nki.isa as nisa
-import nki.language as nl
 import trnsim
 from trnsim import report
 from trnsim.trace import read_perfetto
@@ -113,7 +113,8 @@ def test_diff_reports_total_engines_and_lines(prof):
 
 def test_png_is_written(prof, tmp_path):
     path = prof.plot(str(tmp_path / "mm.png"))
-    assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
 def _trnsim(*args, cwd):

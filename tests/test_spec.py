@@ -27,7 +27,8 @@ def test_every_record_names_a_source_and_known_engines():
 
 
 def test_bad_record_names_file_and_key_path():
-    with pytest.raises(SpecError, match=r"elementwise.yaml: foo.engines: 'vectorr' is not an engine"):
+    msg = r"elementwise.yaml: foo.engines: 'vectorr' is not an engine"
+    with pytest.raises(SpecError, match=msg):
         _parse_record("elementwise", "foo", {"engines": ["vectorr"], "operands": {}})
     with pytest.raises(SpecError, match=r"foo.limits.max_parts: not a limit"):
         _parse_record("elementwise", "foo", {"engines": ["vector"], "limits": {"max_parts": 1}})

@@ -52,7 +52,8 @@ def test_perfetto_roundtrip_has_tracks_slices_sources_flows_counters(tmp_path):
 
 def test_chrome_json(tmp_path):
     path = _trace().save(str(tmp_path / "t.json"))
-    data = json.loads(open(path).read())
+    with open(path) as f:
+        data = json.loads(f.read())
     xs = [e for e in data["traceEvents"] if e["ph"] == "X"]
     assert len(xs) == 4
     assert xs[0]["args"]["nki_source_location"] == "k.py:10"

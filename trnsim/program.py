@@ -1,4 +1,4 @@
-"""Program record: Instruction, Operand, Region and SourceLocation. Knows nothing about values or time."""
+"""Program record: Instruction, Operand, Region, SourceLocation. Knows nothing of values or time."""
 
 from __future__ import annotations
 

@@ -2,11 +2,10 @@
 
 import sys
 
-import numpy as np
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import numpy as np
 
 SCALE = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
 

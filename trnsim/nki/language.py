@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as _dt
-from trnsim.errors import ConstraintError
+from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.context import current, maybe_current
 from trnsim.nki.creation import (  # noqa: F401
     MemoryRegion,
@@ -42,6 +42,7 @@ from trnsim.nki.creation import (  # noqa: F401
     zeros_like,
 )
 from trnsim.nki.tensor import DynSlice, NkiTensor, index_values, is_register
+from trnsim.nki.views import index_value
 from trnsim.program import capture_location
 
 # ---------------------------------------------------------------- dtypes
@@ -106,11 +107,17 @@ class _Range:
             del ctx.loops[depth:]
 
 
-def _scalar(x: Any) -> int:
-    """A loop bound: a Python int, or the current value of a register / 1x1 tensor."""
+def _scalar(x: Any, what: str = "loop bound", runtime: bool = True) -> int:
+    """A loop bound: an integer, or (runtime=True) the current value of a register or a 1x1
+    tensor."""
     if isinstance(x, (int, np.integer)):
         return int(x)
-    return int(index_values(x).reshape(-1)[0])
+    if runtime and (isinstance(x, NkiTensor) or is_register(x)):
+        return int(index_values(x).reshape(-1)[0])
+    try:
+        return index_value(x, what)
+    except KernelError as e:
+        raise e.with_loc(capture_location()) from None
 
 
 def affine_range(start: Any, stop: Any = None, step: Any = 1) -> _Range:
@@ -144,8 +151,9 @@ def no_reorder() -> Iterator[None]:
 
 
 def ds(start: Any, size: int) -> DynSlice:
-    """Dynamic slice: `size` elements from `start`."""
-    return DynSlice(start if is_register(start) else _scalar(start), int(size))
+    """Dynamic slice: `size` elements from `start` (an integer or a runtime register)."""
+    start = start if is_register(start) else _scalar(start, "nl.ds: start")
+    return DynSlice(start, _scalar(size, "nl.ds: size", runtime=False))
 
 
 # ---------------------------------------------------------------- debugging

@@ -14,7 +14,7 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, OutOfBoundsError
-from trnsim.memory import Layout, tensor_label
+from trnsim.memory import Layout, View, tensor_label
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,23 @@ class DynSlice:
 
 
 def index_value(i: Any, what: str = "index") -> int:
-    """A static integer index (Python int, numpy integer, or anything with __index__)."""
-    try:
-        return int(i.__index__()) if hasattr(i, "__index__") else int(i)
-    except (TypeError, ValueError) as e:
-        raise ConstraintError(f"{what} {i!r} is not an integer") from e
+    """A static integer index: a Python int, a numpy integer or anything with __index__.
+
+    Floats are refused even when whole (64.0): int() would truncate 1.5 to 1 silently.
+    """
+    if isinstance(i, int):
+        return int(i)
+    to_index = getattr(type(i), "__index__", None)
+    if to_index is not None and not isinstance(i, View):
+        try:
+            return int(to_index(i))
+        except (TypeError, ValueError) as e:
+            raise ConstraintError(f"{what} {i!r} is not an integer") from e
+    got = f"{type(i).__name__} {i!r}" if not isinstance(i, View) else "a tensor"
+    raise ConstraintError(
+        f"{what} {got} is not an integer; index values must be integers (int, numpy "
+        "integer, or a runtime register where a runtime offset is allowed)"
+    )
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -103,44 +115,44 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
     strides: list[int] = []
     int_dims: list[int] = []
     for d, (k, n, s) in enumerate(zip(key, lay.shape, lay.strides, strict=True)):
+        where = f"{tensor_label(name)} dimension {d}:"
         if isinstance(k, DynSlice):
-            start, size, step = index_value(k.start), index_value(k.size), index_value(k.step)
+            start = index_value(k.start, f"{where} nl.ds start")
+            size = index_value(k.size, f"{where} nl.ds size")
+            step = index_value(k.step, f"{where} nl.ds step")
             if size < 0 or start < 0 or (size and start + (size - 1) * step >= n):
                 raise OutOfBoundsError(
-                    f"{tensor_label(name)} dimension {d}: index range [{start}, "
+                    f"{where} index range [{start}, "
                     f"{start + (size - 1) * step}] exceeds dimension size {n}"
                 )
             offset += start * s
             shape.append(size)
             strides.append(s * step)
         elif isinstance(k, slice):
-            step = 1 if k.step is None else index_value(k.step)
+            step = 1 if k.step is None else index_value(k.step, f"{where} slice step")
+            lo = None if k.start is None else index_value(k.start, f"{where} slice start")
+            hi = None if k.stop is None else index_value(k.stop, f"{where} slice stop")
             if step == 0:
-                raise ConstraintError(f"{tensor_label(name)} dimension {d}: slice step cannot be 0")
-            if k.start is not None and not -n <= index_value(k.start) <= n:
+                raise ConstraintError(f"{where} slice step cannot be 0")
+            if lo is not None and not -n <= lo <= n:
                 raise OutOfBoundsError(
-                    f"{tensor_label(name)} dimension {d}: slice start {k.start} "
-                    f"is outside a dimension of size {n}"
+                    f"{where} slice start {lo} is outside a dimension of size {n}"
                 )
-            if k.stop is not None and index_value(k.stop) > n:
+            if hi is not None and hi > n:
                 raise OutOfBoundsError(
-                    f"{tensor_label(name)} dimension {d}: index range "
-                    f"[{k.start or 0}, {index_value(k.stop) - 1}] exceeds "
-                    f"dimension size {n}"
+                    f"{where} index range [{lo or 0}, {hi - 1}] exceeds dimension size {n}"
                 )
-            start, stop, step = slice(k.start, k.stop, step).indices(n)
+            start, stop, step = slice(lo, hi, step).indices(n)
             count = len(range(start, stop, step))
             offset += start * s if count else 0
             shape.append(count)
             strides.append(s * step)
         else:
-            i = index_value(k)
+            i = index_value(k, f"{where} index")
             if i < 0:
                 i += n
             if not 0 <= i < n:
-                raise OutOfBoundsError(
-                    f"{tensor_label(name)} dimension {d}: index {k} is out of range for size {n}"
-                )
+                raise OutOfBoundsError(f"{where} index {k} is out of range for size {n}")
             offset += i * s
             int_dims.append(len(shape))
             shape.append(1)
