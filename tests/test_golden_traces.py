@@ -7,7 +7,6 @@ change in the commit.
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 
@@ -40,14 +39,47 @@ def _golden_lines_of_script(path: pathlib.Path) -> list[str]:
 
 
 def _library_cases():
-    from trnsim.kernels import attention, matmul
+    """name -> (kernel, inputs): every library kernel at a small deterministic shape."""
+    import ml_dtypes
+    import numpy as np
+    from trnsim.kernels import attention, matmul, moe, norms, quantization, softmax
 
     from trnsim.demo import demo_inputs
 
+    rng = np.random.default_rng(0)
+    bf16 = ml_dtypes.bfloat16
+
+    def randn(*shape, scale=1.0):
+        return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+    x = randn(256, 1024).astype(bf16)
+    w = randn(1024).astype(bf16)
+    a, b = randn(256, 384), randn(384, 512)
+    aq, a_scale = quantization.quantize_fp8_ref(a)
+    bq_t, b_scale = quantization.quantize_fp8_ref(b.T)
+    t, h, e, f = 256, 256, 4, 256
     return {
         "kernels_matmul__bf16_512": (matmul.matmul, demo_inputs("matmul", 512)),
+        "kernels_matmul_naive__bf16_512": (matmul.matmul_naive, demo_inputs("matmul", 512)),
         "kernels_attention__bf16_s256": (attention.attention, demo_inputs("attention", 256)),
+        "kernels_rmsnorm__bf16_256x1024": (norms.rmsnorm, (x, w)),
+        "kernels_layernorm__bf16_256x1024": (norms.layernorm, (x, w, w)),
+        "kernels_softmax__bf16_256x1024": (softmax.softmax, (x,)),
+        "kernels_quantize_fp8__bf16_256x1024": (quantization.quantize_fp8, (x,)),
+        "kernels_matmul_fp8__256x384x512": (quantization.matmul_fp8, (
+            np.ascontiguousarray(aq.T), np.ascontiguousarray(bq_t.T), a_scale, b_scale)),
+        "kernels_moe_ffn__t256_h256_e4_f256": (moe.moe_ffn, (
+            randn(t, h).astype(bf16), randn(h, e, scale=0.1).astype(bf16),
+            randn(e, h, f, scale=0.05).astype(bf16), randn(e, h, f, scale=0.05).astype(bf16),
+            randn(e, f, h, scale=0.05).astype(bf16))),
     }
+
+
+LIBRARY_CASES = ("kernels_matmul__bf16_512", "kernels_matmul_naive__bf16_512",
+                 "kernels_attention__bf16_s256", "kernels_rmsnorm__bf16_256x1024",
+                 "kernels_layernorm__bf16_256x1024", "kernels_softmax__bf16_256x1024",
+                 "kernels_quantize_fp8__bf16_256x1024", "kernels_matmul_fp8__256x384x512",
+                 "kernels_moe_ffn__t256_h256_e4_f256")
 
 
 def _check(name: str, lines: list[str], update: bool) -> None:
@@ -72,7 +104,7 @@ def test_example_trace_matches_golden(script, update_traces, monkeypatch):
            update_traces)
 
 
-@pytest.mark.parametrize("name", ["kernels_matmul__bf16_512", "kernels_attention__bf16_s256"])
+@pytest.mark.parametrize("name", LIBRARY_CASES)
 def test_library_kernel_trace_matches_golden(name, update_traces):
     kernel, args = _library_cases()[name]
     prof = trnsim_profile(kernel, args)
@@ -86,8 +118,7 @@ def trnsim_profile(kernel, args):
 
 
 def test_golden_traces_have_no_orphans():
-    known = {f"examples_{p.parent.name}_{p.stem}" for p in EXAMPLES} | {
-        "kernels_matmul__bf16_512", "kernels_attention__bf16_s256"}
+    known = {f"examples_{p.parent.name}_{p.stem}" for p in EXAMPLES} | set(LIBRARY_CASES)
     orphans = [p.name for p in TRACES.glob("*.trace.jsonl")
                if p.name.removesuffix(".trace.jsonl") not in known]
     assert not orphans, f"golden traces without a case: {orphans}"
@@ -98,4 +129,3 @@ def test_trace_files_are_deterministic():
     a = report.to_trace(trnsim_profile(kernel, args), "x").golden_lines()
     b = report.to_trace(trnsim_profile(kernel, args), "x").golden_lines()
     assert a == b
-    assert os.environ.get("PYTHONHASHSEED", "") or True

@@ -163,7 +163,7 @@ def _diff(args: argparse.Namespace) -> int:
 def _configure_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="out", help="directory for the traces and pictures")
     p.add_argument("--chip", default="trn3")
-    p.add_argument("--size", type=int, default=1024,
+    p.add_argument("--size", type=int, default=2048,
                    help="matmul M=N=K (multiple of 512); attention uses seq len = size")
 
 

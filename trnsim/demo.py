@@ -30,7 +30,7 @@ def demo_inputs(name: str, size: int, seed: int = 0) -> tuple[np.ndarray, ...]:
     return q, k, v
 
 
-def run_demo(out_dir: str = "out", chip: str = "trn3", size: int = 1024) -> list[str]:
+def run_demo(out_dir: str = "out", chip: str = "trn3", size: int = 2048) -> list[str]:
     """Profile a blocked bf16 matmul (size^3) and single-head attention (seq len = size, d=128)
     on `chip`; returns printable lines, writes <name>.pftrace, .png and .summary.json."""
     from trnsim import report

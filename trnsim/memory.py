@@ -61,7 +61,8 @@ class Allocator:
                 block = c1 if block is None else max(block, c1)
         return block
 
-    def allocate(self, p0: int, partitions: int, size: int, align: int | None = None) -> tuple[int, int]:
+    def allocate(self, p0: int, partitions: int, size: int,
+                 align: int | None = None) -> tuple[int, int]:
         """Find `size` bytes in partitions [p0, p0+partitions); returns (handle, byte_start)."""
         align = align or self.align
         size = max(size, 1)

@@ -364,7 +364,7 @@ def insights(profile: Profile, s: dict[str, Any]) -> list[str]:
                    "on Vector/Scalar draining PSUM.")
     top = s["top_lines"][:3]
     if top:
-        out.append("Top source lines by time: " + ", ".join(
+        out.append("Top source lines by summed instruction time: " + ", ".join(
             f"{t['location']} ({t['time_ns'] / 1000:.2f} µs)" for t in top) + ".")
     return out
 

@@ -68,13 +68,15 @@ class InstructionSpec:
             raise SpecError(f"{where}.engines: empty (known: {', '.join(ENGINES)})")
         for e in self.engines:
             if e not in ENGINES:
-                raise SpecError(f"{where}.engines: '{e}' is not an engine (known: {', '.join(ENGINES)})")
+                raise SpecError(f"{where}.engines: '{e}' is not an engine "
+                                f"(known: {', '.join(ENGINES)})")
         for key in self.limits:
             if key not in LIMITS:
                 raise SpecError(f"{where}.limits.{key}: not a limit (known: {', '.join(LIMITS)})")
         for op in self.operands.values():
             if op.access not in ACCESS:
-                raise SpecError(f"{where}.operands.{op.name}.access: '{op.access}' (known: {ACCESS})")
+                raise SpecError(f"{where}.operands.{op.name}.access: '{op.access}' "
+                                f"(known: {ACCESS})")
             if op.kind not in KINDS:
                 raise SpecError(f"{where}.operands.{op.name}.kind: '{op.kind}' (known: {KINDS})")
             for s in op.spaces:
@@ -88,7 +90,8 @@ class InstructionSpec:
         try:
             return getattr(importlib.import_module(mod), fn)
         except (ImportError, AttributeError) as e:
-            raise SpecError(f"{self.family}.yaml: {self.name}.check: cannot import {self.check}") from e
+            raise SpecError(f"{self.family}.yaml: {self.name}.check: "
+                            f"cannot import {self.check}") from e
 
 
 def _parse_record(family: str, name: str, rec: Any) -> InstructionSpec:
@@ -101,7 +104,8 @@ def _parse_record(family: str, name: str, rec: Any) -> InstructionSpec:
             raise SpecError(f"{where}.operands.{oname}: expected a mapping")
         ops[oname] = OperandSpec(oname, tuple(o.get("spaces", ())), o.get("access", "read"),
                                  o.get("kind", "tensor"), bool(o.get("optional", False)))
-    unknown = set(rec) - {"doc", "engines", "operands", "attrs", "limits", "check", "source", "cost"}
+    known = {"doc", "engines", "operands", "attrs", "limits", "check", "source", "cost"}
+    unknown = set(rec) - known
     if unknown:
         raise SpecError(f"{where}: unknown keys {sorted(unknown)}")
     return InstructionSpec(name=name, engines=tuple(rec.get("engines", ())), operands=ops,
@@ -227,7 +231,8 @@ def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
     """Check operands and attributes against the record; raise ConstraintError on a violation."""
     instr = spec.name
     if engine not in spec.engines:
-        fail(instr, f"cannot run on the {engine} engine", f"allowed engines: {', '.join(spec.engines)}")
+        fail(instr, f"cannot run on the {engine} engine",
+             f"allowed engines: {', '.join(spec.engines)}")
     access = engine_access()
     tensors = {}
     for name, ospec in spec.operands.items():

@@ -11,7 +11,7 @@ import nki.typing as nt
 import numpy as np
 import pytest
 
-from trnsim.errors import ConstraintError
+from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.runner import record_launches, stop_recording
 
 
@@ -121,14 +121,28 @@ def test_nkiobject_structural_equality():
     assert Cfg(128, "a") != Cfg(64, "a")
 
 
-def test_tile_truthiness_matches_doc_examples():
+def test_truth_value_of_one_element_tile_is_its_value():
+    """A 1-element tile is true when its value is non-zero (AWS's CPU simulator)."""
+
     def kernel(a):
-        x = nl.load(a)
+        x = nl.load(a[0:1, 0:1])
         assert nl.equal(x, x)
         assert not nl.greater(x, x)
         return a
 
     nki.simulate(kernel)(np.ones((4, 4), np.float32))
+
+
+def test_truth_value_of_multi_element_tile_is_an_error():
+    def kernel(a):
+        x = nl.load(a)
+        assert nl.equal(x, x)  # <- rule
+        return a
+
+    with pytest.raises(KernelError, match="truth value of a multi-element tensor") as exc:
+        nki.simulate(kernel)(np.ones((4, 4), np.float32))
+    assert exc.value.loc.code == "assert nl.equal(x, x)  # <- rule"
+    assert "control flow cannot depend on tensor values" in str(exc.value)
 
 
 def test_device_loops_are_language_names():

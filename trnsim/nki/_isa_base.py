@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
+import functools
+import inspect
+import re
 from typing import Any
 
+import numpy as np
+
 from trnsim import semantics as _sem
-from trnsim.errors import KernelError
+from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.context import current
 from trnsim.program import capture_location
 from trnsim.spec import instruction_specs
@@ -135,3 +141,126 @@ def get_nc_version() -> nc_version:
     return nc_version(current("nisa.get_nc_version").chip.nc_version)
 
 
+# ---------------------------------------------------------------- public wrappers
+# GA takes enum members for these parameters and rejects raw integers (nki-api.md §2.1).
+_ENUM_PARAMS: dict[str, type[enum.Enum]] = {
+    "engine": engine,
+    "reduce_cmd": reduce_cmd,
+    "dge_mode": dge_mode,
+    "oob_mode": oob_mode,
+    "dma_engine": dma_engine,
+    "perf_mode": matmul_perf_mode,
+}
+_ENUM_WHAT = {
+    engine: "an engine",
+    reduce_cmd: "a reduce command",
+    dge_mode: "a DGE mode",
+    oob_mode: "an out-of-bounds mode",
+    dma_engine: "a DMA engine",
+    matmul_perf_mode: "a matmul perf mode",
+}
+# Beta-1 keywords that GA instructions dropped, with what to do instead.
+_B1_KEYWORDS = {
+    "mask": "mask= is Beta-1 (neuronxcc.nki); GA instructions take no mask: slice the "
+    "operands to the region instead",
+    "dtype": "GA instructions write into dst=, whose dtype is the output dtype",
+}
+
+
+def _enum_params(fn: Any) -> tuple[list[tuple[int, str, type]], list[tuple[str, type]]]:
+    """(positional index, name, enum class) and (name, enum class) of fn's enum parameters."""
+    positional, keyword = [], []
+    for i, p in enumerate(inspect.signature(fn).parameters.values()):
+        cls = type(p.default) if type(p.default) in _ENUM_WHAT else _ENUM_PARAMS.get(p.name)
+        if cls is None:
+            continue
+        keyword.append((p.name, cls))
+        if p.kind is p.POSITIONAL_OR_KEYWORD:
+            positional.append((i, p.name, cls))
+    return positional, keyword
+
+
+def _check_enum(instr: str, pname: str, cls: type[enum.Enum], v: Any) -> None:
+    """A raw integer where GA expects an enum member is an error (members and None pass)."""
+    if isinstance(v, enum.Enum) or not isinstance(v, (int, np.integer)):
+        return
+    members = [m for m in cls if m.value == v]
+    prefix = f"nisa.{cls.__name__}"
+    if members:
+        raise ConstraintError(
+            f"nisa.{instr}: {pname}={v!r}: pass {prefix}.{members[0].name}, not the raw "
+            f"integer {v}; GA takes enum members"
+        )
+    raise ConstraintError(
+        f"nisa.{instr}: {pname}={v!r} is not {_ENUM_WHAT[cls]}; pass a {prefix} member "
+        f"({', '.join(m.name for m in cls)}), not a raw integer"
+    )
+
+
+def _show_default(v: Any) -> str:
+    if isinstance(v, enum.Enum):
+        return f"nisa.{type(v).__name__}.{v.name}"
+    return repr(v)
+
+
+def signature_text(fn: Any) -> str:
+    """nisa.<name>(dst, data, op0, operand0, reverse0=False, ...) for messages."""
+    parts = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            parts.append(f"*{p.name}")
+        elif p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+        elif p.default is p.empty:
+            parts.append(p.name)
+        else:
+            parts.append(f"{p.name}={_show_default(p.default)}")
+    return f"nisa.{fn.__name__}({', '.join(parts)})"
+
+
+def _binding_error(fn: Any, e: TypeError) -> ConstraintError:
+    """A TypeError from binding the call's arguments, as a message naming the instruction,
+    the bad or missing argument and the GA signature."""
+    text = str(e)
+    head = f"{fn.__name__}() "
+    text = text[len(head):] if text.startswith(head) else text
+    hint = ""
+    bad = re.search(r"unexpected keyword argument '(\w+)'", text)
+    if bad:
+        kw = bad.group(1)
+        names = list(inspect.signature(fn).parameters)
+        close = difflib.get_close_matches(kw, names, n=1)
+        hint = _B1_KEYWORDS.get(kw, f"did you mean '{close[0]}'?" if close else "")
+    msg = f"nisa.{fn.__name__}: {text}; signature: {signature_text(fn)}"
+    return ConstraintError(msg + (f"; {hint}" if hint else ""), capture_location())
+
+
+def public_instruction(fn: Any) -> Any:
+    """Wrap a public nki.isa function: raw integers for enum parameters and wrong call
+    signatures become ConstraintErrors at the user's line; KernelErrors get that line too.
+
+    Cheap on the success path: enum parameters are found once here, and the signature is
+    only consulted when binding the arguments has already failed.
+    """
+    positional, keyword = _enum_params(fn)
+    instr = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            for i, pname, cls in positional:
+                if i < len(args):
+                    _check_enum(instr, pname, cls, args[i])
+            for pname, cls in keyword:
+                if pname in kwargs:
+                    _check_enum(instr, pname, cls, kwargs[pname])
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            tb = e.__traceback__
+            if tb is None or tb.tb_next is not None:  # raised inside fn, not by the call
+                raise
+            raise _binding_error(fn, e) from e
+        except KernelError as e:
+            raise e.with_loc(capture_location()) from None
+
+    return wrapper

@@ -21,6 +21,7 @@ from trnsim.errors import ConstraintError, KernelError
 from trnsim.memory import Buffer as _Buffer
 from trnsim.nki.context import current
 from trnsim.nki.tensor import NkiTensor, as_dtype
+from trnsim.nki.views import index_value
 from trnsim.program import capture_location
 
 float32, uint8, uint32 = _dt.float32, _dt.uint8, _dt.uint32
@@ -152,11 +153,13 @@ def _check_address(
     ctx: Any, region: MemoryRegion, shape: tuple[int, ...], dtype: _dt.DType, address: Any
 ) -> tuple[int, int]:
     try:
-        p0, f0 = (int(a) for a in address)
+        p0, f0 = address
     except (TypeError, ValueError) as e:
         raise ConstraintError(
             f"nl.ndarray: address={address!r} must be (partition_offset, free_offset)"
         ) from e
+    p0 = index_value(p0, "nl.ndarray: address partition offset", "offsets must be integers")
+    f0 = index_value(f0, "nl.ndarray: address free offset", "offsets must be integers")
     n = shape[0]
     allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
     if p0 not in allowed:
@@ -201,13 +204,19 @@ def _allocate_hbm(
     return ctx.device.allocate_hbm(shape, dtype, name, "private_hbm", ctx.core.index)
 
 
-def _shape_tuple(shape: Any) -> tuple[int, ...]:
+def _shape_tuple(shape: Any, what: str = "nl.ndarray") -> tuple[int, ...]:
+    """A shape as a tuple of ints; floats (64.0) are refused, not truncated."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     try:
-        return tuple(int(s) for s in shape)
+        dims = list(shape)
     except TypeError as e:
-        raise ConstraintError(f"shape {shape!r} is not a tuple of integers") from e
+        raise ConstraintError(f"{what}: shape {shape!r} is not a tuple of integers") from e
+    shown = tuple(dims)
+    return tuple(
+        index_value(s, f"{what}: shape {shown} dimension {d}", "dimensions must be integers")
+        for d, s in enumerate(dims)
+    )
 
 
 def _fill(t: NkiTensor, value: Any, name: str) -> NkiTensor:
@@ -340,7 +349,7 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Any = None) -> NkiTe
     from trnsim.nki import isa as nisa
 
     ctx = current("nl.shared_identity_matrix")
-    n = int(n)
+    n = index_value(n, "nl.shared_identity_matrix: n", "n must be an integer")
     dtype = as_dtype(dtype)
     cache = ctx.extra.setdefault("identity_tiles", {})
     key = (n, dtype.name)

@@ -72,9 +72,13 @@ def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
 
 @_api
 def copy(x: Any, dtype: Any = None) -> NkiTensor:
-    """A copy of the tile in the same buffer (VectorE tensor_copy: bit-exact for equal dtypes)."""
+    """A copy of the tile in SBUF (VectorE tensor_copy: bit-exact for equal dtypes).
+
+    The 0.6.0 docs define copy as a tensor_copy whose result is always in SBUF (nki-api.md
+    §6.1): `nl.copy(result_psum)` is the PSUM -> SBUF idiom before nl.store.
+    """
     x = _tile(x, "copy")
-    out = _new(x.shape, dtype or x.dtype, "copy", x.buffer)
+    out = _new(x.shape, dtype or x.dtype, "copy")
     _isa().tensor_copy(dst=out, src=x)
     return out
 

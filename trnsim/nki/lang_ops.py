@@ -24,6 +24,7 @@ from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError, KernelError
 from trnsim.nki.tensor import NkiTensor, as_dtype
 from trnsim.program import capture_location
+from trnsim.spec import show_value
 
 __all__ = [
     "abs",
@@ -119,7 +120,12 @@ def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
 # ---------------------------------------------------------------- helpers
 def _tile(x: Any, fn: str, what: str = "x") -> NkiTensor:
     if not isinstance(x, NkiTensor):
-        raise ConstraintError(f"nl.{fn}: {what} must be a tile, got {type(x).__name__} {x!r}")
+        hint = (
+            "; load it from a kernel argument (HBM tensor) first"
+            if isinstance(x, np.ndarray)
+            else ""
+        )
+        raise ConstraintError(f"nl.{fn}: {what} must be a tile, got {show_value(x)}{hint}")
     if not x.buffer.on_chip:
         raise ConstraintError(
             f"nl.{fn}: {what} is in {x.buffer.space}; nl.{fn} takes an SBUF or "
@@ -199,7 +205,7 @@ def _binary(name: str, op: Callable[..., Any], x: Any, y: Any, dtype: Any) -> Nk
 
 def _scalar_value(v: Any) -> Any:
     if not _is_scalar(v):
-        raise ConstraintError(f"expected a tile or a scalar, got {type(v).__name__} {v!r}")
+        raise ConstraintError(f"expected a tile or a scalar, got {show_value(v)}")
     return v.item() if isinstance(v, np.generic) else v
 
 

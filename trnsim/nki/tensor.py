@@ -8,9 +8,11 @@ this module adds the user-facing checks.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import linecache
+import textwrap
 from typing import Any
-
-import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError
@@ -25,7 +27,9 @@ from trnsim.nki.tensor_dynamic import (
     index_values,
     is_register,
 )
+from trnsim.nki.tensor_python import PythonGuards
 from trnsim.nki.views import DynSlice, index_value
+from trnsim.program import SourceLocation
 
 __all__ = ["DynSlice", "DynamicOffset", "NkiTensor", "as_dtype", "index_values", "is_register"]
 
@@ -46,7 +50,7 @@ class Shape(tuple):
     __hash__ = tuple.__hash__
 
 
-class NkiTensor(DynamicAccess, View):
+class NkiTensor(PythonGuards, DynamicAccess, View):
     """A tensor view. NKI attributes: shape, dtype, strides, offset, buffer, ndim, size, name.
 
     `buffer` is the memory block (trnsim.memory.Buffer); it compares equal to NKI's buffer
@@ -85,12 +89,6 @@ class NkiTensor(DynamicAccess, View):
 
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
-
-    def __bool__(self) -> bool:
-        # NKI's doc examples `assert nl.equal(a, b)` run in AWS's CPU simulator: a tile is
-        # true when every element is non-zero. (On hardware, control flow cannot depend on
-        # tensor values; trnsim only evaluates values here, it records no instruction.)
-        return bool(np.all(self.read_f32() != 0))
 
     def _derive(
         self, layout: Layout, dynamic: DynamicOffset | None = None, what: str = "view"
@@ -196,7 +194,9 @@ class NkiTensor(DynamicAccess, View):
         d = vw._dim(dim, self.ndim, "broadcast: dimension")
         self._check_free_dim(d, "broadcast")
         return self._derive(
-            vw.broadcast(self.layout, d, index_value(size), self.buffer.label), self.dynamic, "broadcast"
+            vw.broadcast(self.layout, d, index_value(size), self.buffer.label),
+            self.dynamic,
+            "broadcast",
         )
 
     @_user_errors
@@ -215,7 +215,9 @@ class NkiTensor(DynamicAccess, View):
         self._check_not_indirect_dim(d, "squeeze_dim")
         kept = [k for k in range(self.ndim) if k != d]
         return self._derive(
-            vw.squeeze_dim(self.layout, d, self.buffer.label), self._moved_dynamic(kept), "squeeze_dim"
+            vw.squeeze_dim(self.layout, d, self.buffer.label),
+            self._moved_dynamic(kept),
+            "squeeze_dim",
         )
 
     @_user_errors
@@ -337,19 +339,69 @@ class NkiTensor(DynamicAccess, View):
         return self.dynamic is not None
 
 
-def check_ga_outputs(result: Any, kernel_name: str = "") -> None:
-    """GA kernels return shared-HBM tensors: a returned nl.hbm / nl.private_hbm tensor is an
-    error (nki-api.md §2.1), as are on-chip tensors."""
+def check_ga_outputs(result: Any, kernel: Any = "") -> None:
+    """GA kernels return shared-HBM tensors (nki-api.md §2.1): a returned nl.hbm /
+    nl.private_hbm tensor is an error, as is an on-chip one. The error points at the kernel's
+    `return` line. `kernel` is the kernel function (or just its name)."""
+    bad = _bad_output(result)
+    if bad is None:
+        return
+    name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "")
+    if bad.buffer.on_chip:
+        why = (
+            f"{bad.buffer.label} in {bad.buffer.space}; kernel outputs must be HBM tensors "
+            "allocated with buffer=nl.shared_hbm (copy the tile there with nisa.dma_copy)"
+        )
+    else:
+        why = (
+            f"{bad.buffer.label} allocated in nl.hbm (private HBM); GA kernel outputs must be "
+            "allocated with buffer=nl.shared_hbm"
+        )
+    loc = None if isinstance(kernel, str) else return_location(kernel)
+    raise ConstraintError(f"kernel {name} returned {why}".replace("kernel  ", "kernel "), loc)
+
+
+def _bad_output(result: Any) -> NkiTensor | None:
     if isinstance(result, NkiTensor):
-        if result.buffer.kind in ("private_hbm", "hbm"):
-            raise ConstraintError(
-                f"kernel {kernel_name or ''} returned tensor '{result.name}' allocated in "
-                "nl.hbm (private HBM); GA kernel outputs must be allocated with "
-                "buffer=nl.shared_hbm"
-            )
-    elif isinstance(result, (tuple, list)):
-        for r in result:
-            check_ga_outputs(r, kernel_name)
-    elif isinstance(result, dict):
-        for r in result.values():
-            check_ga_outputs(r, kernel_name)
+        return result if result.buffer.kind in ("private_hbm", "hbm", "sbuf", "psum") else None
+    items = result.values() if isinstance(result, dict) else result
+    if isinstance(result, (tuple, list, dict)):
+        for r in items:
+            bad = _bad_output(r)
+            if bad is not None:
+                return bad
+    return None
+
+
+def return_location(fn: Any) -> SourceLocation | None:
+    """The last `return <value>` line of a kernel function's source (its def line if the
+    source cannot be read or has none): where an error about its outputs points."""
+    fn = inspect.unwrap(getattr(fn, "fn", fn))
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    lineno = code.co_firstlineno
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        tree, start = None, lineno
+    func = tree.body[0] if tree is not None and tree.body else None
+    if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        returns = [n.lineno for n in _own_nodes(func) if isinstance(n, ast.Return) and n.value]
+        if returns:
+            lineno = start + max(returns) - 1
+    text = linecache.getline(code.co_filename, lineno).strip()
+    return SourceLocation(code.co_filename, lineno, code.co_name, text)
+
+
+def _own_nodes(func: ast.AST) -> list[ast.AST]:
+    """The nodes of a function body, not descending into nested functions or classes."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return out

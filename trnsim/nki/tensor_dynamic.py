@@ -21,6 +21,7 @@ from trnsim.memory import Layout, View
 from trnsim.nki import views as vw
 from trnsim.nki.views import DynSlice, index_value
 from trnsim.program import Region, capture_location
+from trnsim.spec import partition_step, show_value
 
 if TYPE_CHECKING:
     from trnsim.nki.tensor import NkiTensor
@@ -127,7 +128,7 @@ def _is_index_tensor(x: Any) -> bool:
 
 def _check_index_tensor(t: Any, op: str, scalar: bool) -> None:
     if not isinstance(t, View):
-        raise ConstraintError(f"{op}: the index must be a tensor, got {type(t).__name__} {t!r}")
+        raise ConstraintError(f"{op}: the index must be a tensor, got {show_value(t)}")
     if not t.buffer.on_chip:
         raise ConstraintError(
             f"{op}: the index tensor must be in SBUF or PSUM, got {t.buffer.space}"
@@ -261,7 +262,8 @@ class DynamicAccess:
             pairs = [(index_value(p[0]), index_value(p[1])) for p in pattern]
         except (TypeError, IndexError) as e:
             raise ConstraintError(
-                f"ap of {self.buffer.label}: pattern {pattern!r} must be a list of [step, count] pairs"
+                f"ap of {self.buffer.label}: pattern {pattern!r} must be a list of "
+                "[step, count] pairs"
             ) from e
         if not pairs:
             raise ConstraintError(f"ap of {self.buffer.label}: empty pattern")
@@ -282,11 +284,12 @@ class DynamicAccess:
                     f"partition is not a multiple of {new.itemsize}"
                 )
             f = self.buffer.nbytes // new.itemsize
-            if pairs[0][1] > 1 and pairs[0][0] != f:
+            if pairs[0][1] > 1 and partition_step(pairs[0][0], f) != 1:
+                # the dense-partition rule of spec.check_dense_partitions, on the pattern
                 raise ConstraintError(
                     f"ap of {self.buffer.label}: the partition step is {pairs[0][0]}; on chip the "
                     f"first [step, count] pair walks partitions and its step must be the "
-                    f"storage's {f} elements per partition"
+                    f"storage's {f} elements per partition (dense partitions)"
                 )
         shape = tuple(n for _, n in pairs)
         strides = [s for s, _ in pairs]
@@ -323,7 +326,8 @@ class DynamicAccess:
                 )
             if k != 0:
                 raise ConstraintError(
-                    f"ap of {self.buffer.label}: vector_offset works only with indirect_dim=0, got {k}"
+                    f"ap of {self.buffer.label}: vector_offset works only with "
+                    f"indirect_dim=0, got {k}"
                 )
             _check_index_tensor(vector_offset, "ap vector_offset", scalar=False)
             return DynamicOffset("vector", vector_offset, mult, 0, self.shape[0])

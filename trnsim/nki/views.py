@@ -27,7 +27,13 @@ class DynSlice:
     step: int = 1
 
 
-def index_value(i: Any, what: str = "index") -> int:
+_INDEX_HINT = (
+    "index values must be integers (int, numpy integer, or a runtime register where a "
+    "runtime offset is allowed)"
+)
+
+
+def index_value(i: Any, what: str = "index", hint: str = _INDEX_HINT) -> int:
     """A static integer index: a Python int, a numpy integer or anything with __index__.
 
     Floats are refused even when whole (64.0): int() would truncate 1.5 to 1 silently.
@@ -39,12 +45,9 @@ def index_value(i: Any, what: str = "index") -> int:
         try:
             return int(to_index(i))
         except (TypeError, ValueError) as e:
-            raise ConstraintError(f"{what} {i!r} is not an integer") from e
-    got = f"{type(i).__name__} {i!r}" if not isinstance(i, View) else "a tensor"
-    raise ConstraintError(
-        f"{what} {got} is not an integer; index values must be integers (int, numpy "
-        "integer, or a runtime register where a runtime offset is allowed)"
-    )
+            raise ConstraintError(f"{what} {i!r} is not an integer; {hint}") from e
+    got = "a tensor" if isinstance(i, View) else f"{type(i).__name__} {i!r}"
+    raise ConstraintError(f"{what} {got} is not an integer; {hint}")
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:

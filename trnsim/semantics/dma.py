@@ -60,15 +60,26 @@ def _index(store: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, ...]:
 def _oob_error(instr: str, name: str, v: View, ok: np.ndarray) -> OutOfBoundsError:
     bad = tuple(int(i) for i in np.argwhere(~ok)[0])
     dyn = _dynamic(v)
-    where = f"{instr}: operand '{name}' element {bad} of '{v.name}'"
+    label = getattr(v.buffer, "label", None) or f"tensor '{v.name}'"
+    where = f"{instr}: operand '{name}' element {bad} of {label}"
+    skip = "pass oob_mode=nisa.oob_mode.skip to skip out-of-bounds rows"
     if dyn is not None and dyn.bound is not None:
         offs = dyn.offsets()
         k = 0 if dyn.kind == "scalar" else bad[dyn.dim if dyn.dim is not None else 0]
         value = int(offs[min(k, offs.size - 1)])
+        if not 0 <= value < dyn.bound:
+            return OutOfBoundsError(
+                f"{where}: runtime {dyn.kind} offset {value} is outside [0, {dyn.bound}) "
+                f"(the indexed dimension of the {v.buffer.space} tensor); {skip}"
+            )
+        # The offset is valid but the access pattern walks past the end of the dimension:
+        # name the index actually reached (offset + the pattern's own rows).
+        pos, _ = _positions(v)
+        rows = (int(pos[bad]) - value * dyn.multiplier) // max(dyn.multiplier, 1)
         return OutOfBoundsError(
-            f"{where}: runtime {dyn.kind} offset {value} is outside [0, {dyn.bound}) "
-            f"(the indexed dimension of the {v.buffer.space} tensor); pass "
-            "oob_mode=nisa.oob_mode.skip to skip out-of-bounds rows"
+            f"{where}: runtime {dyn.kind} offset {value} plus {rows} rows of the access "
+            f"pattern reaches index {value + rows}, outside [0, {dyn.bound}) (the indexed "
+            f"dimension of the {v.buffer.space} tensor); {skip}"
         )
     return OutOfBoundsError(f"{where}: the runtime address is outside the {v.buffer.space} tensor")
 

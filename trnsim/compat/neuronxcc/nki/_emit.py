@@ -34,7 +34,7 @@ from trnsim.errors import ConstraintError, KernelError, UnsupportedError
 from trnsim.memory import View
 from trnsim.nki._isa_base import _engine_name
 from trnsim.program import SourceLocation
-from trnsim.spec import instruction_specs, is_tensor
+from trnsim.spec import engine_access, instruction_specs, is_tensor
 
 Axes = tuple[int | None, ...]
 
@@ -143,6 +143,11 @@ def single(
         if spec is not None and out in spec.operands
         else ("sbuf", "psum")
     )
+    eng = _engine_name(engine)
+    if eng is None and spec is not None and len(spec.engines) == 1:
+        eng = spec.engines[0]
+    if eng is not None:  # the engine writes only some memories (TensorE: PSUM)
+        spaces = tuple(s for s in spaces if s in engine_access().get(eng, {}).get("write", ()))
 
     def emit(dst: tensor, mode: str) -> None:
         a = dict(attrs)
