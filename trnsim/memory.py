@@ -189,6 +189,7 @@ class Buffer:
         self.loc = loc
         self.shape = shape
         self.dtype = dtype
+        self.reclaimed = ""  # why its space was handed to another tile (then unusable)
         if handle is not None:
             self._finalizer = weakref.finalize(self, memory.allocator.free, handle)
 
@@ -259,7 +260,11 @@ class Layout:
 
 
 def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
-    """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip)."""
+    """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip), and
+    AllocationError if the buffer's space was reclaimed (trnsim.nki.tile_reuse)."""
+    if buf.reclaimed:
+        raise AllocationError(f"{what}: {buf.label} can no longer be used: {buf.reclaimed}; "
+                              "keeping it alive needs more memory than there is")
     if lay.size == 0:
         return
     lo, hi = lay.span()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -37,6 +38,7 @@ class SourceLocation:
         return f"{head}\n    {self.code}" if self.code else head
 
 
+@functools.lru_cache(maxsize=4096)
 def is_internal_file(filename: str) -> bool:
     """True for frames inside the simulator (trnsim/ but not the kernel library)."""
     path = os.path.abspath(filename)

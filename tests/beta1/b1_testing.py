@@ -11,8 +11,9 @@ import neuronxcc.nki.language as nl
 import numpy as np
 
 
-def tile_fn(body: Callable[..., Any], *arrays: np.ndarray, out_dtype: Any = None,
-            **options: Any) -> np.ndarray:
+def tile_fn(
+    body: Callable[..., Any], *arrays: np.ndarray, out_dtype: Any = None, **options: Any
+) -> np.ndarray:
     """Load each array into one SBUF tile, apply body(*tiles), store the result, return it
     (a PSUM result is stored through the implicit copy of nl.store)."""
 

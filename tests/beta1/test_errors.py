@@ -34,8 +34,12 @@ def test_num_partition_exceed_arch_limit():
         t = nl.zeros((256, 4), dtype=nl.float32)
         return t
 
-    _raises(kernel, "err_num_partition_exceed_arch_limit", "nl.zeros(",
-            match="number of partitions 256 exceed architecture limitation of 128")
+    _raises(
+        kernel,
+        "err_num_partition_exceed_arch_limit",
+        "nl.zeros(",
+        match="number of partitions 256 exceed architecture limitation of 128",
+    )
 
 
 def test_size_of_dimension_and_max_dimensions_of_transpose():
@@ -47,8 +51,12 @@ def test_size_of_dimension_and_max_dimensions_of_transpose():
         t = nl.transpose(nl.load(x.reshape((128, 4, 128))))
         return t
 
-    _raises(big, "err_size_of_dimension_exceed_arch_limit", "nl.transpose(",
-            match="exceed architecture limitation of 128")
+    _raises(
+        big,
+        "err_size_of_dimension_exceed_arch_limit",
+        "nl.transpose(",
+        match="exceed architecture limitation of 128",
+    )
     _raises(rank3, "err_exceed_max_supported_dimension", "nl.transpose(")
 
 
@@ -76,8 +84,12 @@ def test_unsupported_memory():
         t = nl.exp(x)
         return t
 
-    _raises(load_sbuf, "err_unsupported_memory", "nl.load(nl.load(x))",
-            match="Expected operand 'src' of 'nl.load' to be in address space 'hbm'")
+    _raises(
+        load_sbuf,
+        "err_unsupported_memory",
+        "nl.load(nl.load(x))",
+        match="Expected operand 'src' of 'nl.load' to be in address space 'hbm'",
+    )
     _raises(exp_hbm, "err_unsupported_memory", "nl.exp(x)", match="'psum|sbuf'")
 
 
@@ -86,16 +98,20 @@ def test_tensor_access_out_of_bound():
         t = nl.load(x[nl.arange(128)[:, None], nl.arange(600)[None, :]])
         return t
 
-    _raises(kernel, "err_tensor_access_out_of_bound", "nl.load(",
-            match=r"Out-of-bound access for tensor `x` on dimension 1: index range \[0, 599\] "
-                  r"exceed dimension size of 512")
+    _raises(
+        kernel,
+        "err_tensor_access_out_of_bound",
+        "nl.load(",
+        match=r"Out-of-bound access for tensor `x` on dimension 1: index range \[0, 599\] "
+        r"exceed dimension size of 512",
+    )
 
 
 def test_unexpected_output_dependencies():
     def kernel(x):
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(4):
-            nl.store(out, value=nl.load(x[:, i * 128:(i + 1) * 128]))
+            nl.store(out, value=nl.load(x[:, i * 128 : (i + 1) * 128]))
         return out
 
     _raises(kernel, "err_unexpected_output_dependencies", "nl.store(out")
@@ -106,7 +122,7 @@ def test_loop_carried_dependency_suggests_sequential_range():
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
         acc = nl.zeros((128, 128), dtype=nl.float32)
         for i in nl.affine_range(4):
-            acc[...] = nl.add(acc, nl.load(x[:, i * 128:(i + 1) * 128]))
+            acc[...] = nl.add(acc, nl.load(x[:, i * 128 : (i + 1) * 128]))
         nl.store(out, value=acc)
         return out
 
@@ -116,13 +132,17 @@ def test_loop_carried_dependency_suggests_sequential_range():
 def test_local_variable_used_out_of_scope():
     def kernel(x):
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
-        for i in nl.affine_range(1):
+        for _i in nl.affine_range(1):
             tmp = nl.load(x[:, 0:128])
         nl.store(out, value=tmp)
         return out
 
-    _raises(kernel, "err_local_variable_used_out_of_scope", "nl.store(out",
-            match="Local variable 'tmp' is referenced outside of its parent scope")
+    _raises(
+        kernel,
+        "err_local_variable_used_out_of_scope",
+        "nl.store(out",
+        match="Local variable 'tmp' is referenced outside of its parent scope",
+    )
 
 
 def test_arange_and_mixed_indexing():
@@ -153,8 +173,12 @@ def test_store_dst_shape_smaller_than_value():
         small[...] = nl.load(x)
         return small
 
-    _raises(kernel, "err_store_dst_shape_smaller_than_other_shape", "small[...] =",
-            match=r"shape \[128, 1\] of `small` is smaller")
+    _raises(
+        kernel,
+        "err_store_dst_shape_smaller_than_other_shape",
+        "small[...] =",
+        match=r"shape \[128, 1\] of `small` is smaller",
+    )
 
 
 def test_parameter_mutability_rules():
@@ -174,8 +198,12 @@ def test_parameter_mutability_rules():
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         return out
 
-    _raises(immutable, "err_cannot_update_immutable_parameter", "nl.store(x[:, 0:4]",
-            match="Cannot update immutable parameter `x`")
+    _raises(
+        immutable,
+        "err_cannot_update_immutable_parameter",
+        "nl.store(x[:, 0:4]",
+        match="Cannot update immutable parameter `x`",
+    )
     _raises(not_returned, "err_mutable_parameter_not_returned", "def not_returned")
     _raises(never_written, "err_tensor_output_not_written_to", "def never_written")
 
@@ -201,13 +229,16 @@ def test_init_values_and_shared_hbm_scope():
         return t
 
     def shared_in_loop(x):
-        for i in nl.affine_range(2):
+        for _i in nl.affine_range(2):
             out = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.shared_hbm)
         return out
 
     _raises(hbm_zeros, "err_hbm_tensor_with_init_value_not_supported", "nl.zeros(")
-    _raises(allocated_zeros, "err_tensor_creation_on_scratchpad_with_init_value_not_supported",
-            "nl.zeros(")
+    _raises(
+        allocated_zeros,
+        "err_tensor_creation_on_scratchpad_with_init_value_not_supported",
+        "nl.zeros(",
+    )
     _raises(shared_in_loop, "err_shared_hbm_must_in_kernel_level", "nl.ndarray(")
 
 
@@ -249,8 +280,11 @@ def test_allocated_kernel_restrictions():
         return r
 
     _raises(no_bias, "err_bias_tensor_must_be_specified_in_allocation", "nisa.activation(")
-    _raises(pe_transpose, "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
-            "nl.transpose(t)")
+    _raises(
+        pe_transpose,
+        "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
+        "nl.transpose(t)",
+    )
 
 
 def test_mask_expression_rules():
@@ -315,8 +349,12 @@ def test_annotation_shape_mismatch_on_parameter_and_local():
         t: nt.tensor[128, 100] = nl.load(x)
         return t
 
-    _raises(param, "err_annotation_shape_mismatch", "def param",
-            match=r"shape of `x\[128, 512\]` does not match the expected shape of \[128, 100\]")
+    _raises(
+        param,
+        "err_annotation_shape_mismatch",
+        "def param",
+        match=r"shape of `x\[128, 512\]` does not match the expected shape of \[128, 100\]",
+    )
     _raises(local, "err_annotation_shape_mismatch", "t: nt.tensor[128, 100]")
 
 
@@ -359,8 +397,13 @@ def test_indirect_indexing_misuse():
 
     _raises(free_dim, "err_indirect_indices_free_dim", "nl.load(x[", X, idx)
     _raises(psum_index, "err_indirect_indices_sbuf", "nl.load(x[it", X, idx)
-    _raises(transpose2d, "err_indirect_indices_are_not_supported_with_nki_api",
-            "nl.load_transpose2d(", X, idx)
+    _raises(
+        transpose2d,
+        "err_indirect_indices_are_not_supported_with_nki_api",
+        "nl.load_transpose2d(",
+        X,
+        idx,
+    )
     _raises(on_chip, "err_copy_dynamic_indirect_indices_not_natively_supported", "t[it,", X, idx)
 
 

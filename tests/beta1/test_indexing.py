@@ -44,8 +44,9 @@ def test_mgrid_unpack_and_attributes():
         return nl.subtract(a, b)
 
     np.testing.assert_array_equal(_load_store(body, X, shape=(64, 16)), np.zeros((64, 16)))
-    got = _load_store(lambda x: nl.load(x[nl.mgrid[0:64, 0:16].p, nl.mgrid[0:64, 0:16].x]),
-                      X, shape=(64, 16))
+    got = _load_store(
+        lambda x: nl.load(x[nl.mgrid[0:64, 0:16].p, nl.mgrid[0:64, 0:16].x]), X, shape=(64, 16)
+    )
     np.testing.assert_array_equal(got, X[:64, :16])
 
 
@@ -185,8 +186,11 @@ def test_psum_accumulation_with_plus_equals():
         out = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.shared_hbm)
         acc = nl.zeros((64, 96), dtype=nl.float32, buffer=nl.psum)
         for k in nl.affine_range(2):
-            acc += nl.matmul(nl.load(a[k * 128:(k + 1) * 128]), nl.load(b[k * 128:(k + 1) * 128]),
-                             transpose_x=True)
+            acc += nl.matmul(
+                nl.load(a[k * 128 : (k + 1) * 128]),
+                nl.load(b[k * 128 : (k + 1) * 128]),
+                transpose_x=True,
+            )
         nl.store(out, value=acc)
         return out
 
@@ -237,8 +241,11 @@ def test_shapes_are_checked_at_trace_time():
     def kernel(x):
         return nl.load(x[nl.arange(128)[:, None], nl.arange(4096)[None, :]])
 
-    with pytest.raises(OutOfBoundsError, match=r"index range \[0, 4095\] exceed dimension size "
-                       r"of 64") as exc:
+    with pytest.raises(
+        OutOfBoundsError,
+        match=r"index range \[0, 4095\] exceed dimension size "
+        r"of 64",
+    ) as exc:
         nki.simulate_kernel(kernel, X)
     check_located(exc, kernel, "nl.load(")
 

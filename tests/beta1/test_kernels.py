@@ -24,8 +24,11 @@ def exp_kernel(x):
     i_f = nl.arange(x.shape[1])[None, :]
     for p in nl.affine_range((x.shape[0] + 127) // 128):
         i_p = p * 128 + nl.arange(128)[:, None]
-        nl.store(out[i_p, i_f], value=nl.exp(nl.load(x[i_p, i_f], mask=i_p < x.shape[0])),
-                 mask=i_p < x.shape[0])
+        nl.store(
+            out[i_p, i_f],
+            value=nl.exp(nl.load(x[i_p, i_f], mask=i_p < x.shape[0])),
+            mask=i_p < x.shape[0],
+        )
     return out
 
 
@@ -36,11 +39,11 @@ def test_jit_modes_simulate(mode):
 
 def test_simulate_kernel_baremetal_and_trace():
     np.testing.assert_allclose(nki.simulate_kernel(exp_kernel, X), np.exp(X), rtol=1e-6)
-    np.testing.assert_allclose(nki.simulate_kernel(nki.jit(exp_kernel), X), np.exp(X),
-                               rtol=1e-6)
+    np.testing.assert_allclose(nki.simulate_kernel(nki.jit(exp_kernel), X), np.exp(X), rtol=1e-6)
     np.testing.assert_allclose(nki.baremetal(exp_kernel)(X), np.exp(X), rtol=1e-6)
-    np.testing.assert_allclose(nki.baremetal(save_neff_name="k.neff")(exp_kernel)(X),
-                               np.exp(X), rtol=1e-6)
+    np.testing.assert_allclose(
+        nki.baremetal(save_neff_name="k.neff")(exp_kernel)(X), np.exp(X), rtol=1e-6
+    )
 
     @nki.trace
     def sub(t):
@@ -141,11 +144,15 @@ def test_direct_allocation_and_compiler_decorators():
     def kernel(x):
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         a = nl.ndarray((128, 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
-        b = nl.ndarray((2, nl.par_dim(128), 512), dtype=nl.float32,
-                       buffer=ncc.sbuf.mod_alloc(base_addr=2048 * 4, num_free_tiles=(2,)))
+        b = nl.ndarray(
+            (2, nl.par_dim(128), 512),
+            dtype=nl.float32,
+            buffer=ncc.sbuf.mod_alloc(base_addr=2048 * 4, num_free_tiles=(2,)),
+        )
         p = nl.ndarray((128, 512), dtype=nl.float32, buffer=ncc.psum.mod_alloc(base_bank=1))
-        c = nl.ndarray((128, 512), dtype=nl.float32,
-                       buffer=ncc.sbuf.alloc(lambda idx, p, f: (0, 4096 * 4)))
+        c = nl.ndarray(
+            (128, 512), dtype=nl.float32, buffer=ncc.sbuf.alloc(lambda idx, p, f: (0, 4096 * 4))
+        )
         a[...] = nl.load(x)
         b[0] = nl.multiply(a, 2.0)
         b[1] = nl.add(b[0], 1.0)

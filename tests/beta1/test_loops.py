@@ -30,8 +30,8 @@ def test_iterations_are_recorded_with_their_loop():
     def kernel(x):
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(4):
-            t = nl.exp(nl.load(x[:, i * 128:(i + 1) * 128]))
-            nl.store(out[:, i * 128:(i + 1) * 128], value=t)
+            t = nl.exp(nl.load(x[:, i * 128 : (i + 1) * 128]))
+            nl.store(out[:, i * 128 : (i + 1) * 128], value=t)
         return out
 
     out, program = _program(kernel, X)
@@ -60,13 +60,13 @@ def test_accumulations_are_allowed_in_affine_range():
         acc = nl.zeros((128, 128), dtype=nl.float32)
         psum = nl.zeros((128, 128), dtype=nl.float32, buffer=nl.psum)
         for i in nl.affine_range(4):
-            t = nl.load(x[:, i * 128:(i + 1) * 128])
+            t = nl.load(x[:, i * 128 : (i + 1) * 128])
             acc += t
             psum[...] += nisa.nc_matmul(t, t)
         nl.store(out, value=nl.add(acc, psum))
         return out
 
-    blocks = [X[:, i * 128:(i + 1) * 128] for i in range(4)]
+    blocks = [X[:, i * 128 : (i + 1) * 128] for i in range(4)]
     want = sum(blocks) + sum(b.T @ b for b in blocks)
     np.testing.assert_allclose(nki.jit(kernel)(X), want, rtol=1e-4, atol=1e-3)
 
@@ -76,9 +76,9 @@ def test_fresh_tiles_per_iteration_are_independent():
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         for i in nl.affine_range(4):
             tmp = nl.ndarray((128, 128), dtype=nl.float32)
-            tmp[...] = nl.load(x[:, i * 128:(i + 1) * 128])
+            tmp[...] = nl.load(x[:, i * 128 : (i + 1) * 128])
             tmp[...] = nl.multiply(tmp, 2.0)
-            nl.store(out[:, i * 128:(i + 1) * 128], value=tmp)
+            nl.store(out[:, i * 128 : (i + 1) * 128], value=tmp)
         return out
 
     np.testing.assert_allclose(nki.jit(kernel)(X), 2 * X)
@@ -89,12 +89,12 @@ def test_loop_carried_read_is_an_error_at_the_read():
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
         prev = nl.zeros((128, 128), dtype=nl.float32)
         for i in nl.affine_range(4):
-            cur = nl.load(x[:, i * 128:(i + 1) * 128])
+            cur = nl.load(x[:, i * 128 : (i + 1) * 128])
             prev[...] = nl.maximum(prev, cur)
         nl.store(out, value=prev)
         return out
 
-    with pytest.raises(ConstraintError, match="earlier iteration of nl.affine_range") as exc:
+    with pytest.raises(ConstraintError, match=r"earlier iteration of nl\.affine_range") as exc:
         nki.jit(kernel)(X)
     assert exc.value.code == "err_loop_carried_dependency"
     assert "nl.sequential_range" in str(exc.value)
@@ -105,8 +105,8 @@ def test_outer_loop_dependency_is_attributed_to_the_outer_loop():
     def kernel(x):
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
         t = nl.zeros((128, 128), dtype=nl.float32)
-        for i in nl.affine_range(2):
-            for j in nl.affine_range(1):
+        for _i in nl.affine_range(2):
+            for _j in nl.affine_range(1):
                 t[...] = nl.add(t, 1.0)
         nl.store(out, value=t)
         return out
@@ -121,15 +121,15 @@ def test_sequential_and_static_range_allow_dependencies():
         out = nl.ndarray((128, 128), dtype=x.dtype, buffer=nl.shared_hbm)
         acc = nl.zeros((128, 128), dtype=nl.float32)
         for i in nl.sequential_range(2):
-            acc[...] = nl.add(acc, nl.load(x[:, i * 128:(i + 1) * 128]))
+            acc[...] = nl.add(acc, nl.load(x[:, i * 128 : (i + 1) * 128]))
         for i in nl.static_range(2, 4):
-            acc[...] = nl.add(acc, nl.load(x[:, i * 128:(i + 1) * 128]))
-        for i in range(4):  # plain Python range behaves as sequential_range
+            acc[...] = nl.add(acc, nl.load(x[:, i * 128 : (i + 1) * 128]))
+        for _ in range(4):  # plain Python range behaves as sequential_range
             acc[...] = nl.add(acc, 0.0)
         nl.store(out, value=acc)
         return out
 
-    want = sum(X[:, i * 128:(i + 1) * 128] for i in range(4))
+    want = sum(X[:, i * 128 : (i + 1) * 128] for i in range(4))
     np.testing.assert_allclose(nki.jit(kernel)(X), want, rtol=1e-5)
 
 
@@ -138,7 +138,7 @@ def test_distinct_slices_written_per_iteration_are_fine():
         out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
         buf = nl.ndarray((128, 512), dtype=nl.float32)
         for i in nl.affine_range(4):
-            buf[:, i * 128:(i + 1) * 128] = nl.load(x[:, i * 128:(i + 1) * 128])
+            buf[:, i * 128 : (i + 1) * 128] = nl.load(x[:, i * 128 : (i + 1) * 128])
         nl.store(out, value=buf)
         return out
 

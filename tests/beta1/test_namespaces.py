@@ -32,8 +32,18 @@ def test_modules_are_trnsims():
 
 
 def test_host_api_names():
-    for name in ("jit", "baremetal", "benchmark", "profile", "simulate_kernel", "trace",
-                 "tensor", "FrameworkKernel", "sync_thread", "errors"):
+    for name in (
+        "jit",
+        "baremetal",
+        "benchmark",
+        "profile",
+        "simulate_kernel",
+        "trace",
+        "tensor",
+        "FrameworkKernel",
+        "sync_thread",
+        "errors",
+    ):
         assert hasattr(nki, name), name
     assert nki.errors.err_tensor_access_out_of_bound
     assert nki.sync_thread() is None
@@ -50,8 +60,13 @@ def test_framework_kernel_maps_numpy_tensors():
 def _run(code: str, *args: str, tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(code))
-    return subprocess.run([sys.executable, *args, str(script)], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=120)
+    return subprocess.run(
+        [sys.executable, *args, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
 
 
 def test_trnsim_run_resolves_neuronxcc(tmp_path):
@@ -68,9 +83,9 @@ def test_real_installation_is_not_shadowed(tmp_path):
     pkg = tmp_path / "neuronxcc"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("REAL = True\n")
-    code = """
+    code = f"""
         import sys
-        sys.path.insert(0, %r)
+        sys.path.insert(0, {str(tmp_path)!r})
         import trnsim
         trnsim.install_nki_aliases()
         import neuronxcc
@@ -79,7 +94,7 @@ def test_real_installation_is_not_shadowed(tmp_path):
         sys.modules.pop("neuronxcc", None)
         import neuronxcc.nki
         print(neuronxcc.nki.__name__)
-    """ % str(tmp_path)
+    """
     r = _run(code, tmp_path=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "trnsim.compat.neuronxcc.nki"]
@@ -87,13 +102,20 @@ def test_real_installation_is_not_shadowed(tmp_path):
 
 def test_pytest_plugin_resolves_neuronxcc(tmp_path):
     test = tmp_path / "test_b1_plugin.py"
-    test.write_text(textwrap.dedent("""
+    test.write_text(
+        textwrap.dedent("""
         def test_import():
             import neuronxcc.nki.language as nl
             assert nl.__name__ == "trnsim.compat.neuronxcc.nki.language"
-    """))
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--trnsim", "-p", "no:cacheprovider",
-                        str(test)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    """)
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--trnsim", "-p", "no:cacheprovider", str(test)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -104,4 +126,3 @@ def test_isa_enums(name):
     assert nisa.tensor_engine is nisa.engine.tensor
     assert nisa.vector_engine is nisa.engine.vector
     assert nisa.fp32.min == pytest.approx(-3.4028235e38)
-

@@ -31,8 +31,7 @@ def _kernel(body, out_shape, out_dtype=nl.float32):
 
 
 def test_tensor_tensor_with_dtype_and_mask():
-    np.testing.assert_allclose(tile_fn(lambda a, b: nisa.tensor_tensor(a, b, np.add), X, Y),
-                               X + Y)
+    np.testing.assert_allclose(tile_fn(lambda a, b: nisa.tensor_tensor(a, b, np.add), X, Y), X + Y)
     got = tile_fn(lambda a, b: nisa.tensor_tensor(a, b, nl.multiply, dtype=nl.bfloat16), X, Y)
     assert got.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(got, (X * Y).astype(ml_dtypes.bfloat16))
@@ -49,13 +48,19 @@ def test_tensor_tensor_with_dtype_and_mask():
 
 
 def test_tensor_scalar_and_scalar_tensor_tensor():
-    got = tile_fn(lambda a, c: nisa.tensor_scalar(a, np.subtract, c, op1=np.multiply,
-                                                  operand1=2.0), X, COL)
+    got = tile_fn(
+        lambda a, c: nisa.tensor_scalar(a, np.subtract, c, op1=np.multiply, operand1=2.0), X, COL
+    )
     np.testing.assert_allclose(got, (X - COL) * 2, rtol=1e-6)
     got = tile_fn(lambda a: nisa.tensor_scalar(a, np.subtract, 1.0, reverse0=True), X)
     np.testing.assert_allclose(got, 1.0 - X)
-    got = tile_fn(lambda a, b: nisa.scalar_tensor_tensor(data=a, op0=np.multiply, operand0=3.0,
-                                                         op1=np.add, operand1=b), X, Y)
+    got = tile_fn(
+        lambda a, b: nisa.scalar_tensor_tensor(
+            data=a, op0=np.multiply, operand0=3.0, op1=np.add, operand1=b
+        ),
+        X,
+        Y,
+    )
     np.testing.assert_allclose(got, X * 3 + Y, rtol=1e-6)
 
 
@@ -86,11 +91,19 @@ def test_tensor_scalar_reduce_activation_reduce_and_activation():
         r1 = nl.ndarray((64, 1), dtype=nl.float32)
         r2 = nl.ndarray((64, 1), dtype=nl.float32)
         r3 = nl.ndarray((64, 1), dtype=nl.float32)
-        a = nisa.tensor_scalar_reduce(data=t, op0=np.multiply, operand0=2.0, reduce_op=np.add,
-                                      reduce_res=r1)
+        a = nisa.tensor_scalar_reduce(
+            data=t, op0=np.multiply, operand0=2.0, reduce_op=np.add, reduce_res=r1
+        )
         b = nisa.activation_reduce(np.exp, t, reduce_op=np.add, reduce_res=r2)
-        e = nisa.activation(np.exp, t, bias=nl.load(c), scale=0.5, reduce_op=np.add,
-                            reduce_res=r3, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        e = nisa.activation(
+            np.exp,
+            t,
+            bias=nl.load(c),
+            scale=0.5,
+            reduce_op=np.add,
+            reduce_res=r3,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+        )
         out = nl.ndarray((64, 99), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out[:, 0:32], value=a)
         nl.store(out[:, 32:64], value=b)
@@ -173,10 +186,16 @@ def test_range_select():
     @nki.jit
     def kernel(a, lo, hi):
         res = nl.ndarray((64, 1), dtype=nl.float32)
-        o = nisa.range_select(on_true_tile=nl.load(a), comp_op0=np.greater_equal,
-                              comp_op1=np.less, bound0=nl.load(lo), bound1=nl.load(hi),
-                              reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=res,
-                              reduce_op=np.max)
+        o = nisa.range_select(
+            on_true_tile=nl.load(a),
+            comp_op0=np.greater_equal,
+            comp_op1=np.less,
+            bound0=nl.load(lo),
+            bound1=nl.load(hi),
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+            reduce_res=res,
+            reduce_op=np.max,
+        )
         out = nl.ndarray((64, 33), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out[:, 0:32], value=o)
         nl.store(out[:, 32:33], value=res)
@@ -197,14 +216,16 @@ def test_bn_stats_bn_aggr():
 
 def test_tensor_engine_instructions():
     np.testing.assert_array_equal(tile_fn(lambda a: nisa.nc_transpose(a), X), X.T)
-    np.testing.assert_allclose(tile_fn(lambda a, b: nisa.nc_matmul(a, b), X, Y), X.T @ Y,
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        tile_fn(lambda a, b: nisa.nc_matmul(a, b), X, Y), X.T @ Y, rtol=1e-4, atol=1e-4
+    )
 
 
 def test_top8_family():
     np.testing.assert_array_equal(tile_fn(lambda a: nisa.max8(src=a), X), -np.sort(-X, 1)[:, :8])
-    got = _kernel(lambda t: nisa.nc_find_index8(data=t, vals=nisa.max8(src=t)), (64, 8),
-                  nl.uint32)(X)
+    got = _kernel(lambda t: nisa.nc_find_index8(data=t, vals=nisa.max8(src=t)), (64, 8), nl.uint32)(
+        X
+    )
     np.testing.assert_array_equal(got, np.argsort(-X, 1)[:, :8])
     want = X.copy()
     np.put_along_axis(want, np.argsort(-X, 1)[:, :8], 0.0, 1)
@@ -213,8 +234,12 @@ def test_top8_family():
 
 
 def test_gpsimd_instructions():
-    np.testing.assert_allclose(tile_fn(lambda a: nisa.tensor_partition_reduce(np.add, a), X),
-                               X.sum(0, keepdims=True), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        tile_fn(lambda a: nisa.tensor_partition_reduce(np.add, a), X),
+        X.sum(0, keepdims=True),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
     @nki.jit
     def shuffle(a):

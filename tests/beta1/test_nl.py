@@ -17,7 +17,7 @@ RNG = np.random.default_rng(0)
 X = RNG.uniform(-3, 3, (64, 32)).astype(np.float32)
 Y = RNG.uniform(0.5, 2, (64, 32)).astype(np.float32)
 POS = RNG.uniform(0.5, 2, (64, 32)).astype(np.float32)
-I = RNG.integers(0, 100, (64, 32)).astype(np.int32)
+INTS = RNG.integers(0, 100, (64, 32)).astype(np.int32)
 S = RNG.integers(0, 5, (64, 32)).astype(np.int32)
 _erf = np.vectorize(math.erf)
 
@@ -31,32 +31,67 @@ def _phi(v):
 
 
 BINARY = {
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "fmod": np.fmod,
-    "mod": np.mod, "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater,
-    "greater_equal": np.greater_equal, "less": np.less, "less_equal": np.less_equal,
-    "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": np.power,
+    "fmod": np.fmod,
+    "mod": np.mod,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
 }
 ACTIVATIONS = {
-    "exp": np.exp, "tanh": np.tanh, "sigmoid": _sig, "relu": lambda v: np.maximum(v, 0),
-    "silu": lambda v: v * _sig(v), "silu_dx": lambda v: _sig(v) * (1 + v * (1 - _sig(v))),
+    "exp": np.exp,
+    "tanh": np.tanh,
+    "sigmoid": _sig,
+    "relu": lambda v: np.maximum(v, 0),
+    "silu": lambda v: v * _sig(v),
+    "silu_dx": lambda v: _sig(v) * (1 + v * (1 - _sig(v))),
     "gelu": lambda v: v * _phi(v),
     "gelu_dx": lambda v: _phi(v) + v * np.exp(-0.5 * v * v) / math.sqrt(2 * math.pi),
-    "gelu_apprx_tanh": lambda v: 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi)
-                                                        * (v + 0.044715 * v**3))),
-    "gelu_apprx_sigmoid": lambda v: v * _sig(1.702 * v), "mish": lambda v: v * np.tanh(
-        np.log1p(np.exp(v))), "softplus": lambda v: np.log1p(np.exp(v)), "erf": _erf,
-    "erf_dx": lambda v: 2 / math.sqrt(math.pi) * np.exp(-v * v), "square": np.square,
-    "sign": np.sign, "abs": np.abs, "negative": np.negative, "copy": lambda v: v,
-    "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc,
+    "gelu_apprx_tanh": lambda v: (
+        0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+    ),
+    "gelu_apprx_sigmoid": lambda v: v * _sig(1.702 * v),
+    "mish": lambda v: v * np.tanh(np.log1p(np.exp(v))),
+    "softplus": lambda v: np.log1p(np.exp(v)),
+    "erf": _erf,
+    "erf_dx": lambda v: 2 / math.sqrt(math.pi) * np.exp(-v * v),
+    "square": np.square,
+    "sign": np.sign,
+    "abs": np.abs,
+    "negative": np.negative,
+    "copy": lambda v: v,
+    "sin": np.sin,
+    "cos": np.cos,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
     "arctan": lambda v: np.arctan(v),
 }
-POSITIVE = {"log": np.log, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v),
-            "reciprocal": lambda v: 1 / v}
-BITVEC = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
-          "bitwise_xor": np.bitwise_xor, "left_shift": np.left_shift,
-          "right_shift": np.right_shift}
+POSITIVE = {
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda v: 1 / np.sqrt(v),
+    "reciprocal": lambda v: 1 / v,
+}
+BITVEC = {
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "left_shift": np.left_shift,
+    "right_shift": np.right_shift,
+}
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -71,8 +106,7 @@ def test_binary(name):
 def test_unary(name):
     x = X * 0.5 if name == "arctan" else X
     got = tile_fn(lambda a: getattr(nl, name)(a), x)
-    np.testing.assert_allclose(got, ACTIVATIONS[name](x).astype(np.float32), rtol=2e-5,
-                               atol=2e-6)
+    np.testing.assert_allclose(got, ACTIVATIONS[name](x).astype(np.float32), rtol=2e-5, atol=2e-6)
 
 
 @pytest.mark.parametrize("name", sorted(POSITIVE))
@@ -93,14 +127,16 @@ def test_sin_range_reduction_beyond_pi():
 
 @pytest.mark.parametrize("name", sorted(BITVEC))
 def test_bitvec(name):
-    np.testing.assert_array_equal(tile_fn(lambda a, b: getattr(nl, name)(a, b), I, S),
-                                  BITVEC[name](I, S))
+    np.testing.assert_array_equal(
+        tile_fn(lambda a, b: getattr(nl, name)(a, b), INTS, S), BITVEC[name](INTS, S)
+    )
 
 
 def test_invert_and_logical_not():
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.invert(a), I), np.invert(I))
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.logical_not(a), X > 0),
-                                  np.logical_not(X > 0))
+    np.testing.assert_array_equal(tile_fn(lambda a: nl.invert(a), INTS), np.invert(INTS))
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.logical_not(a), X > 0), np.logical_not(X > 0)
+    )
 
 
 def test_dtype_and_scalar_promotion():
@@ -114,8 +150,10 @@ def test_dtype_and_scalar_promotion():
     np.testing.assert_allclose(tile_fn(lambda a: 1.0 / a, POS), 1.0 / POS, rtol=1e-6)
 
 
-@pytest.mark.parametrize(("name", "ref"), [("sum", np.sum), ("max", np.max), ("min", np.min),
-                                           ("mean", np.mean), ("var", np.var)])
+@pytest.mark.parametrize(
+    ("name", "ref"),
+    [("sum", np.sum), ("max", np.max), ("min", np.min), ("mean", np.mean), ("var", np.var)],
+)
 def test_reductions(name, ref):
     got = tile_fn(lambda a: getattr(nl, name)(a, axis=1), X)
     assert got.shape == (64, 1)
@@ -124,20 +162,26 @@ def test_reductions(name, ref):
 
 def test_prod_all_and_keepdims_and_multi_axis():
     x = RNG.uniform(0.5, 1.5, (32, 4, 6)).astype(np.float32)
-    np.testing.assert_allclose(tile_fn(lambda a: nl.prod(a, axis=[1, 2]), x)[:, 0],
-                               x.prod(axis=(1, 2)), rtol=1e-5)
+    np.testing.assert_allclose(
+        tile_fn(lambda a: nl.prod(a, axis=[1, 2]), x)[:, 0], x.prod(axis=(1, 2)), rtol=1e-5
+    )
     got = tile_fn(lambda a: nl.sum(a, axis=1, keepdims=True), x)
     assert got.shape == (32, 1, 6)
     np.testing.assert_allclose(got, x.sum(axis=1, keepdims=True), rtol=1e-5)
     np.testing.assert_allclose(tile_fn(lambda a: nl.max(a, axis=1), x), x.max(axis=1))
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.all(a, axis=1), X > -2)[:, 0],
-                                  (X > -2).all(axis=1))
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.all(a, axis=1), X > -2)[:, 0], (X > -2).all(axis=1)
+    )
 
 
 def test_softmax_and_rms_norm():
     e = np.exp(X - X.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(tile_fn(lambda a: nl.softmax(a, axis=1), X),
-                               e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(
+        tile_fn(lambda a: nl.softmax(a, axis=1), X),
+        e / e.sum(axis=1, keepdims=True),
+        rtol=1e-5,
+        atol=1e-7,
+    )
     w = RNG.uniform(0.5, 1.5, (1, 32)).astype(np.float32)
     got = tile_fn(lambda a, g: nl.rms_norm(a, g, axis=1, n=32, epsilon=1e-6), X, w)
     want = X / np.sqrt((X * X).sum(axis=1, keepdims=True) / 32 + 1e-6) * w
@@ -147,10 +191,15 @@ def test_softmax_and_rms_norm():
 def test_matmul_with_and_without_transpose_x():
     a = RNG.standard_normal((64, 96)).astype(np.float32)
     b = RNG.standard_normal((96, 128)).astype(np.float32)
-    np.testing.assert_allclose(tile_fn(lambda x, y: nl.matmul(x, y), a, b), a @ b, rtol=1e-4,
-                               atol=1e-4)
-    np.testing.assert_allclose(tile_fn(lambda x, y: nl.matmul(x, y, transpose_x=True), a.T.copy(),
-                                       b), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        tile_fn(lambda x, y: nl.matmul(x, y), a, b), a @ b, rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        tile_fn(lambda x, y: nl.matmul(x, y, transpose_x=True), a.T.copy(), b),
+        a @ b,
+        rtol=1e-4,
+        atol=1e-4,
+    )
 
 
 def test_transpose_and_load_transpose2d():
@@ -167,15 +216,22 @@ def test_transpose_and_load_transpose2d():
 
 
 def test_copy_broadcast_expand_where_dropout():
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.copy(a, dtype=nl.float16), X),
-                                  X.astype(np.float16))
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.broadcast_to(a, shape=(64, 32)), X[:1]),
-                                  np.broadcast_to(X[:1], (64, 32)))
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.copy(nl.expand_dims(a, 2)), X), X[:, :, None])
-    np.testing.assert_array_equal(tile_fn(lambda a, b: nl.where(a > 0, a, b), X, Y),
-                                  np.where(X > 0, X, Y))
-    np.testing.assert_array_equal(tile_fn(lambda a: nl.where(a > 0, a, -1.0), X),
-                                  np.where(X > 0, X, -1.0))
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.copy(a, dtype=nl.float16), X), X.astype(np.float16)
+    )
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.broadcast_to(a, shape=(64, 32)), X[:1]),
+        np.broadcast_to(X[:1], (64, 32)),
+    )
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.copy(nl.expand_dims(a, 2)), X), X[:, :, None]
+    )
+    np.testing.assert_array_equal(
+        tile_fn(lambda a, b: nl.where(a > 0, a, b), X, Y), np.where(X > 0, X, Y)
+    )
+    np.testing.assert_array_equal(
+        tile_fn(lambda a: nl.where(a > 0, a, -1.0), X), np.where(X > 0, X, -1.0)
+    )
     kept = tile_fn(lambda a: nl.dropout(a, 0.5), POS)
     zero = kept == 0
     assert 0.3 < zero.mean() < 0.7
@@ -184,8 +240,10 @@ def test_copy_broadcast_expand_where_dropout():
 
 def test_gather_flattened():
     idx = RNG.integers(0, 32, (64, 16)).astype(np.uint32)
-    np.testing.assert_array_equal(tile_fn(lambda a, i: nl.gather_flattened(a, i), X, idx),
-                                  np.take_along_axis(X, idx.astype(np.int64), axis=1))
+    np.testing.assert_array_equal(
+        tile_fn(lambda a, i: nl.gather_flattened(a, i), X, idx),
+        np.take_along_axis(X, idx.astype(np.int64), axis=1),
+    )
 
 
 def test_creation_functions():
@@ -270,7 +328,7 @@ def test_loop_reduce():
         out = nl.ndarray((64, 8), dtype=x.dtype, buffer=nl.shared_hbm)
         b = nl.full((64, 8), -1e30, dtype=nl.float32)
         for k in nl.affine_range(4):
-            b = nl.loop_reduce(nl.load(x[:, k * 8:(k + 1) * 8]), op=np.maximum, loop_indices=[k])
+            b = nl.loop_reduce(nl.load(x[:, k * 8 : (k + 1) * 8]), op=np.maximum, loop_indices=[k])
         nl.store(out, value=b)
         return out
 
@@ -288,8 +346,9 @@ def test_device_print_static_cast_finfo_constants(capsys):
 
     kernel(X)
     assert "tile:" in capsys.readouterr().out
-    np.testing.assert_array_equal(nl.static_cast(np.array([1.5, -2.5, 300.0]), nl.int8),
-                                  [2, -2, 127])
+    np.testing.assert_array_equal(
+        nl.static_cast(np.array([1.5, -2.5, 300.0]), nl.int8), [2, -2, 127]
+    )
     assert nl.finfo(nl.float8_e4m3).max == 240.0  # the legacy cFP8
     assert nl.fp32.min == np.finfo(np.float32).min
     assert nl.bfp16.min == -np.inf  # bit pattern 0xff80

@@ -171,12 +171,6 @@ def test_scalar_offset_window(rng):
     np.testing.assert_array_equal(out, table[7:11])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime scalar_offset overflow message says 'scalar "
-    "offset 48 is outside [0, 50)' although 48 is inside; it should name the "
-    "reached row 48+2=50",
-)
 def test_scalar_offset_overflow_message(rng):
     table = rng.standard_normal((50, 16)).astype(np.float32)
     with pytest.raises(OutOfBoundsError) as exc:
@@ -259,12 +253,6 @@ def k_partition_stride_compute(a):
     return a
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compute engines accept a partition-strided operand "
-    "(t[::2, :]) and return the numpy answer, although partitions must be dense "
-    "(the same access via .ap() is rejected)",
-)
 def test_partition_stride_rejected_on_compute_engines():
     expect_error(k_partition_stride_compute, ConstraintError, "partition", "step|stride")
 
@@ -277,11 +265,6 @@ def k_partition_reverse_compute(a):
     return a
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="compute engines accept a reversed partition axis "
-    "(t[::-1, :]): a silent cross-partition permutation hardware cannot do",
-)
 def test_partition_reverse_rejected_on_compute_engines():
     expect_error(k_partition_reverse_compute, ConstraintError, "partition")
 

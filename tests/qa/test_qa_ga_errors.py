@@ -6,7 +6,6 @@ from __future__ import annotations
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
-import pytest
 from qa_helpers import X, expect_error
 
 from trnsim.errors import ConstraintError, OutOfBoundsError
@@ -669,11 +668,6 @@ def test_numpy_array_as_operand():
     assert len(exc.message) < 400, f"message dumps the whole array: {len(exc.message)} chars"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a float nl.ds start (1.5) is silently truncated to 1 "
-    "instead of being rejected: silent wrong answer",
-)
 def test_float_ds_start():
     def k_float_ds(a):
         t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
@@ -683,11 +677,6 @@ def test_float_ds_start():
     expect_error(k_float_ds, ConstraintError, "1.5")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="float python slice bounds raise a bare TypeError "
-    "('slice indices must be integers') with no trnsim location",
-)
 def test_float_slice_bounds():
     def k_float_slice(a):
         t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
@@ -697,11 +686,6 @@ def test_float_slice_bounds():
     expect_error(k_float_slice, ConstraintError, "2.0")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="missing required nisa argument raises a bare TypeError "
-    "instead of a KernelError at the user's line",
-)
 def test_missing_required_argument():
     def k_missing(a):
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
@@ -711,11 +695,6 @@ def test_missing_required_argument():
     expect_error(k_missing, ConstraintError, "operand0")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Beta-1 keyword (mask=) on a GA nisa call raises a bare "
-    "TypeError instead of a KernelError naming the GA signature",
-)
 def test_beta1_keyword_on_ga_call():
     def k_mask(a):
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
@@ -740,36 +719,36 @@ def k_return_sbuf(a):
     return t  # BUG
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="returning an nl.hbm tensor is rejected but the error "
-    "has no source location (loc is None): it should point at the return line",
-)
 def test_return_private_hbm_points_at_return():
     expect_error(k_return_private_hbm, ConstraintError, "shared_hbm")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="returning an SBUF tensor is rejected but the error has "
-    "no source location (loc is None)",
-)
 def test_return_sbuf_points_at_return():
     from trnsim.errors import KernelError
 
     expect_error(k_return_sbuf, KernelError, "sbuf", "shared_hbm")
 
 
-def test_returned_outputs_are_rejected_without_location():
-    """The message part is right even though the location is missing (see the xfails)."""
+def k_return_psum_in_tuple(a):
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.memset(dst=t, value=0.0)
+    return (a, t)  # BUG
+
+
+def test_return_psum_inside_a_tuple_points_at_return():
+    expect_error(k_return_psum_in_tuple, ConstraintError, "psum", "shared_hbm")
+
+
+def test_return_of_jit_kernel_points_at_return():
     import nki
 
-    from trnsim.errors import KernelError
+    @nki.jit
+    def k_jit_return_sbuf(a):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        return t  # BUG
 
-    with pytest.raises(KernelError, match="shared_hbm"):
-        nki.simulate(k_return_private_hbm)(X)
-    with pytest.raises(KernelError, match="sbuf"):
-        nki.simulate(k_return_sbuf)(X)
+    expect_error(k_jit_return_sbuf, ConstraintError, "sbuf", "shared_hbm")
 
 
 def k_sbuf_past_usable(a):
@@ -779,13 +758,11 @@ def k_sbuf_past_usable(a):
     return a
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="SBUF allocation capacity is the full 256 KiB/partition while nl.tile_size.sbuf_fmax "
-    "(and total_available_sbuf_size) report 245752 usable bytes on trn3: a tile larger than "
-    "sbuf_fmax allocates fine",
-)
 def test_sbuf_allocation_respects_usable_size():
     from trnsim.errors import AllocationError
 
-    expect_error(k_sbuf_past_usable, AllocationError, "sbuf")
+    exc = expect_error(k_sbuf_past_usable, AllocationError, "sbuf")
+    # requested / capacity: (61438 + 1000) fp32 elements = 249752 bytes > 245752 usable
+    assert "requested 249752 bytes per partition" in exc.message
+    assert "a partition holds 245752 usable bytes" in exc.message
+    assert "total_available_sbuf_size" in exc.message

@@ -230,11 +230,6 @@ def nl_copy_from_psum_then_store(x_t, w):
     return out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nl.copy of a PSUM tile stays in PSUM (latest docs) while the 0.6.0 docs show "
-    "nl.copy(result_psum) as the PSUM->SBUF idiom; the 0.6.0 kernel fails at nl.store",
-)
 def test_nl_copy_psum_to_sbuf_idiom(rng):
     x_t = rng.standard_normal((32, 16)).astype(np.float32)
     w = rng.standard_normal((32, 24)).astype(np.float32)

@@ -189,7 +189,7 @@ def _check_enum(instr: str, pname: str, cls: type[enum.Enum], v: Any) -> None:
     if members:
         raise ConstraintError(
             f"nisa.{instr}: {pname}={v!r}: pass {prefix}.{members[0].name}, not the raw "
-            f"integer {v}; GA takes enum members"
+            f"integer {v} (GA takes {prefix} members)"
         )
     raise ConstraintError(
         f"nisa.{instr}: {pname}={v!r} is not {_ENUM_WHAT[cls]}; pass a {prefix} member "
@@ -203,7 +203,7 @@ def _show_default(v: Any) -> str:
     return repr(v)
 
 
-def signature_text(fn: Any) -> str:
+def signature_text(fn: Any, api: str = "nisa") -> str:
     """nisa.<name>(dst, data, op0, operand0, reverse0=False, ...) for messages."""
     parts = []
     for p in inspect.signature(fn).parameters.values():
@@ -215,12 +215,21 @@ def signature_text(fn: Any) -> str:
             parts.append(p.name)
         else:
             parts.append(f"{p.name}={_show_default(p.default)}")
-    return f"nisa.{fn.__name__}({', '.join(parts)})"
+    return f"{api}.{fn.__name__}({', '.join(parts)})"
 
 
-def _binding_error(fn: Any, e: TypeError) -> ConstraintError:
-    """A TypeError from binding the call's arguments, as a message naming the instruction,
-    the bad or missing argument and the GA signature."""
+class CallSignatureError(ConstraintError, TypeError):
+    """A wrong nki.isa call signature: a ConstraintError at the user's line, and still the
+    TypeError that Python raises for a bad call (code catching TypeError keeps working)."""
+
+
+def binding_error(fn: Any, e: TypeError, api: str = "nisa") -> ConstraintError | None:
+    """A TypeError raised by binding a call's arguments (not from inside fn: the exception's
+    traceback, caught in the caller's frame, has no deeper frame) as a message naming the
+    function, the bad or missing argument and the signature; None for any other TypeError."""
+    tb = e.__traceback__
+    if tb is None or tb.tb_next is not None:
+        return None
     text = str(e)
     head = f"{fn.__name__}() "
     text = text[len(head):] if text.startswith(head) else text
@@ -231,8 +240,8 @@ def _binding_error(fn: Any, e: TypeError) -> ConstraintError:
         names = list(inspect.signature(fn).parameters)
         close = difflib.get_close_matches(kw, names, n=1)
         hint = _B1_KEYWORDS.get(kw, f"did you mean '{close[0]}'?" if close else "")
-    msg = f"nisa.{fn.__name__}: {text}; signature: {signature_text(fn)}"
-    return ConstraintError(msg + (f"; {hint}" if hint else ""), capture_location())
+    msg = f"{api}.{fn.__name__}: {text}; signature: {signature_text(fn, api)}"
+    return CallSignatureError(msg + (f"; {hint}" if hint else ""), capture_location())
 
 
 def public_instruction(fn: Any) -> Any:
@@ -256,10 +265,10 @@ def public_instruction(fn: Any) -> Any:
                     _check_enum(instr, pname, cls, kwargs[pname])
             return fn(*args, **kwargs)
         except TypeError as e:
-            tb = e.__traceback__
-            if tb is None or tb.tb_next is not None:  # raised inside fn, not by the call
+            err = binding_error(fn, e)
+            if err is None:  # raised inside fn, not by the call
                 raise
-            raise _binding_error(fn, e) from e
+            raise err from e
         except KernelError as e:
             raise e.with_loc(capture_location()) from None
 

@@ -19,8 +19,10 @@ import numpy as np
 from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError, KernelError
 from trnsim.memory import Buffer as _Buffer
+from trnsim.nki._isa_base import binding_error
 from trnsim.nki.context import current
 from trnsim.nki.tensor import NkiTensor, as_dtype
+from trnsim.nki.tile_reuse import allocate_reusing
 from trnsim.nki.views import index_value
 from trnsim.program import capture_location
 
@@ -111,6 +113,11 @@ def _with_loc(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except KernelError as e:
             raise e.with_loc(capture_location()) from None
+        except TypeError as e:  # a wrong call signature: name the argument and the signature
+            err = binding_error(fn, e, "nl")
+            if err is None:
+                raise
+            raise err from e
 
     return wrapper
 
@@ -136,9 +143,14 @@ def ndarray(
     if any(s < 1 for s in shape):
         raise ConstraintError(f"nl.ndarray: shape {list(shape)} has a dimension < 1")
     if region in (sbuf, psum):
+        loc = capture_location()
         if address is not None:
             address = _check_address(ctx, region, shape, dtype, address)
-        view = ctx.core.allocate(region.value, shape, dtype, name, address)
+            view = ctx.core.allocate(region.value, shape, dtype, name, address, loc=loc)
+        else:
+            view = allocate_reusing(
+                ctx, loc, lambda: ctx.core.allocate(region.value, shape, dtype, name, loc=loc)
+            )
     else:
         if address is not None:
             raise ConstraintError(

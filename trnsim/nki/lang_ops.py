@@ -22,6 +22,7 @@ import numpy as np
 
 from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError, KernelError
+from trnsim.nki._isa_base import binding_error
 from trnsim.nki.tensor import NkiTensor, as_dtype
 from trnsim.program import capture_location
 from trnsim.spec import show_value
@@ -112,6 +113,11 @@ def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except KernelError as e:
             raise e.with_loc(capture_location()) from None
+        except TypeError as e:  # a wrong call signature: name the argument and the signature
+            err = binding_error(fn, e, "nl")
+            if err is None:
+                raise
+            raise err from e
 
     wrapper.nki_name = fn.__name__  # type: ignore[attr-defined]
     return wrapper

@@ -349,12 +349,13 @@ def check_ga_outputs(result: Any, kernel: Any = "") -> None:
     name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "")
     if bad.buffer.on_chip:
         why = (
-            f"{bad.buffer.label} in {bad.buffer.space}; kernel outputs must be HBM tensors "
-            "allocated with buffer=nl.shared_hbm (copy the tile there with nisa.dma_copy)"
+            f"{bad.buffer.label}, an on-chip ({bad.buffer.space}) tensor; kernel outputs must "
+            "be HBM tensors allocated with buffer=nl.shared_hbm (copy the tile there with "
+            "nisa.dma_copy)"
         )
     else:
         why = (
-            f"{bad.buffer.label} allocated in nl.hbm (private HBM); GA kernel outputs must be "
+            f"{bad.buffer.label}, a private-HBM (nl.hbm) tensor; GA kernel outputs must be "
             "allocated with buffer=nl.shared_hbm"
         )
     loc = None if isinstance(kernel, str) else return_location(kernel)

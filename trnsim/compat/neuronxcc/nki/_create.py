@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _buffers
+from trnsim.compat.neuronxcc.nki import _buffers, _overflow
 from trnsim.compat.neuronxcc.nki._emit import issue
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import AllocationError, ConstraintError, KernelError
 from trnsim.memory import Layout, View
 from trnsim.nki.language import _allocate_hbm
 from trnsim.program import SourceLocation
@@ -121,7 +121,13 @@ def _allocate_on_chip(
     if direct is not None:
         st.direct_alloc = True
         address = _direct_address(direct, logical, pdim, dtype)
-    view = ctx.core.allocate(space, (parts, f_total), dtype, name, address)
+    try:
+        view = ctx.core.allocate(space, (parts, f_total), dtype, name, address)
+    except AllocationError:
+        fits_alone = f_total * dtype.itemsize <= ctx.chip.tile_size["total_available_sbuf_size"]
+        if space != "sbuf" or direct is not None or not fits_alone:
+            raise
+        view = _overflow.allocate(ctx, parts, f_total * dtype.itemsize, dtype, name)
     strides, acc = [0] * len(logical), 1
     for d in reversed(range(len(logical))):
         if d != pdim:

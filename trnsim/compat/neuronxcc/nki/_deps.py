@@ -112,6 +112,14 @@ def _earliest_hit(
     frames: list[LoopFrame], stamps: np.ndarray, accumulate_ok: bool
 ) -> tuple[LoopFrame, int] | None:
     """(loop, writer instruction index) of a stamp from an earlier iteration, innermost first."""
+    if not stamps.size:
+        return None
+    lo, hi = int(stamps.min()), int(stamps.max())
+    newest = max(abs(lo), abs(hi)) - 1
+    if newest < min(f.start for f in frames):  # every stamp predates the loops (common)
+        return None
+    if not any(f.start < f.iter_start for f in frames):  # first iterations only
+        return None
     live = stamps[stamps != 0]
     if not live.size:
         return None

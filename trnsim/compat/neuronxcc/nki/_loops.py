@@ -57,8 +57,10 @@ class B1Range:
             st.tracker = Tracker()
         st.loops.append(frame)
         try:
-            for i in self.range:
+            for n, i in enumerate(self.range):
                 st.flush()
+                if n:
+                    st.end_iteration(frame)
                 del ctx.loops[depth:]
                 ctx.loops.append((loop_id, self.kind, i))
                 frame.iter_start = len(ctx.device.program)
@@ -68,6 +70,7 @@ class B1Range:
         finally:
             del ctx.loops[depth:]
             frame.closed = True
+            st.end_iteration(frame)
             if frame in st.loops:
                 st.loops.remove(frame)
 

@@ -212,12 +212,14 @@ def no_pe_transpose(api_name: str) -> None:
     """Directly allocated kernels cannot transpose on the Tensor Engine (B1)."""
     _, st = context(api_name)
     if st.direct_alloc:
-        raise b1_error(ConstraintError,
-                       "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
-                       f"{api_name}: a transpose on the Tensor Engine is not allowed in a kernel "
-                       "with direct allocation (ncc.sbuf / ncc.psum); pass transpose_x=True with "
-                       "a pre-transposed operand, or transpose tiles of at most 32x32 (Vector "
-                       "engine)")
+        raise b1_error(
+            ConstraintError,
+            "err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel",
+            f"{api_name}: a transpose on the Tensor Engine is not allowed in a kernel "
+            "with direct allocation (ncc.sbuf / ncc.psum); pass transpose_x=True with "
+            "a pre-transposed operand, or transpose tiles of at most 32x32 (Vector "
+            "engine)",
+        )
 
 
 def _stationary(x: tensor, transpose_x: bool) -> tensor:

@@ -32,6 +32,7 @@ class LoopFrame:
     iteration: int = 0
     loc: SourceLocation | None = None
     closed: bool = False  # the loop has finished: tensors created inside are out of scope
+    allocated: list = field(default_factory=list)  # weakrefs to this iteration's tiles
 
 
 @dataclass
@@ -55,19 +56,38 @@ class B1State:
             pending._materialize()
 
     def enter_scope(self, buf: Any) -> None:
-        """Remember the innermost loop a new on-chip tensor was created in."""
+        """Remember the loop iteration a new on-chip tensor was created in."""
         if self.loops:
-            self.scope[buf] = self.loops[-1]
+            frame = self.loops[-1]
+            self.scope[buf] = (frame, frame.iteration)
+            frame.allocated.append(weakref.ref(buf))
+
+    def end_iteration(self, frame: LoopFrame) -> None:
+        """Free the tiles created in the iteration that just ended: in B1 they are local to
+        the loop body (a later iteration or the code after the loop cannot name them), and
+        the compiler reuses their memory. Python may still hold them; using one raises
+        err_local_variable_used_out_of_scope."""
+        for ref in frame.allocated:
+            buf = ref()
+            if buf is not None:
+                buf.release()
+        frame.allocated.clear()
 
     def check_scope(self, buf: Any, name: str) -> None:
-        """err_local_variable_used_out_of_scope for a tensor of a finished loop."""
-        frame = self.scope.get(buf)
-        if frame is not None and frame.closed:
+        """err_local_variable_used_out_of_scope for a tile of a finished loop iteration."""
+        entry = self.scope.get(buf)
+        if entry is None:
+            return
+        frame, iteration = entry
+        if frame.closed or frame.iteration != iteration:
             where = f" (created in the loop at {frame.loc.short()})" if frame.loc else ""
-            raise b1_error(KernelError, "err_local_variable_used_out_of_scope",
-                           f"Local variable '{name or '?'}' is referenced outside of its parent "
-                           f"scope{where}; declare it before the loop and assign into it with "
-                           f"{name or 'tile'}[...] = ...")
+            raise b1_error(
+                KernelError,
+                "err_local_variable_used_out_of_scope",
+                f"Local variable '{name or '?'}' is referenced outside of its parent "
+                f"scope{where}; declare it before the loop and assign into it with "
+                f"{name or 'tile'}[...] = ...",
+            )
 
     def affine_frames(self) -> list[LoopFrame]:
         return [f for f in self.loops if f.kind == "affine_range"]

@@ -15,14 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki._errors import b1_error
-from trnsim.compat.neuronxcc.nki._index import IndexExpr, Predicate, broadcast_shapes
+from trnsim.compat.neuronxcc.nki._index import broadcast_shapes
 from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
 from trnsim.memory import Buffer, Layout, View
-from trnsim.nki.views import DynSlice
 from trnsim.program import capture_location
 
 Box = list[tuple[int, int]]
@@ -225,143 +222,12 @@ class tensor:
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Any:
+        from trnsim.compat.neuronxcc.nki import _subscript
+
         try:
-            return self._index(key)
+            return _subscript.index(self._ready(), key)
         except KernelError as e:
             raise e.with_loc(capture_location()) from None
-
-    def _index(self, key: Any) -> Any:
-        self._ready()
-        key = key if isinstance(key, tuple) else (key,)
-        from trnsim.compat.neuronxcc.nki import _indirect
-
-        if any(
-            isinstance(k, _indirect.DynIndex)
-            or (isinstance(k, DynSlice) and isinstance(k.start, tensor))
-            for k in key
-        ):
-            return _indirect.DynamicAccess(self, key)
-        if any(isinstance(k, tensor) for k in key):
-            return _indirect.IndirectAccess(self, key)
-        if any(isinstance(k, Predicate) for k in key):
-            raise b1_error(
-                ConstraintError,
-                "err_unsupported_expression_in_mask",
-                "operand masks inside subscripts (t[pred]) are not simulated; pass "
-                "mask= to the instruction instead",
-            )
-        key = _expand_ellipsis(key, self.ndim)
-        if any(isinstance(k, IndexExpr) for k in key):
-            if any(isinstance(k, (slice, DynSlice)) for k in key):
-                raise b1_error(
-                    ConstraintError,
-                    "err_unsupported_mixing_basic_advanced_tensor_indexing",
-                    f"tensor `{self.name or '?'}`: mixing basic tensor indexing "
-                    "(slices, nl.ds) and advanced tensor indexing (nl.arange, "
-                    "nl.mgrid) is not supported",
-                )
-            return self._advanced(key)
-        return self._basic(key)
-
-    def _basic(self, key: tuple[Any, ...]) -> tensor:
-        consts = list(self._consts)
-        coefs = [list(r) for r in self._coefs]
-        n_base = len(consts)
-        new_cols: list[list[int]] = []  # per new axis: coefficient per base dim
-        shape: list[int] = []
-        dropped: list[tuple[int, list[int]]] = []  # (position, column) of int-indexed axes
-        pax = self.partition_axis()
-        src = 0
-        for k in key:
-            if k is None:
-                new_cols.append([0] * n_base)
-                shape.append(1)
-                continue
-            if src >= self.ndim:
-                raise ConstraintError(
-                    f"too many indices for tensor `{self.name or '?'}` of shape {list(self._shape)}"
-                )
-            col = [coefs[d][src] for d in range(n_base)]
-            n = self._shape[src]
-            if isinstance(k, (slice, DynSlice)):
-                start, count, step = _slice_params(k, n)
-                for d in range(n_base):
-                    consts[d] += col[d] * start
-                new_cols.append([c * step for c in col])
-                shape.append(count)
-            else:
-                i = _int_index(k, n)
-                for d in range(n_base):
-                    consts[d] += col[d] * i
-                if self.on_chip and src == pax:  # keep a size-1 partition axis
-                    new_cols.append(col)
-                    shape.append(1)
-                else:
-                    dropped.append((len(shape), col))
-            src += 1
-        for k in range(src, self.ndim):
-            new_cols.append([coefs[d][k] for d in range(n_base)])
-            shape.append(self._shape[k])
-        min_rank = 2 if self.on_chip else 1
-        while len(shape) < min_rank and dropped:  # on chip tiles stay at least 2-D
-            pos, col = dropped.pop()
-            new_cols.insert(pos, col)
-            shape.insert(pos, 1)
-        out_coefs = [[col[d] for col in new_cols] for d in range(n_base)]
-        return self._derive(consts, out_coefs, tuple(shape))
-
-    def _advanced(self, key: tuple[Any, ...]) -> tensor:
-        for k in key:
-            if isinstance(k, IndexExpr) and k.ndim == 1:
-                raise b1_error(
-                    ConstraintError,
-                    "err_1d_arange_not_supported",
-                    f"tensor `{self.name or '?'}` indexed with a 1-D nl.arange is "
-                    "not supported; give it a 2-D shape with [:, None] or [None, :]",
-                )
-        if len(key) > self.ndim:
-            raise ConstraintError(
-                f"too many indices ({len(key)}) for tensor "
-                f"`{self.name or '?'}` of shape {list(self._shape)}"
-            )
-        exprs = [k for k in key if isinstance(k, IndexExpr)]
-        res = broadcast_shapes(*(e.shape for e in exprs), what=f"indices of `{self.name}`")
-        rank = len(res)
-        rest = self._shape[len(key) :]  # implicit trailing axes stay as they are
-        n_base = len(self._consts)
-        consts = list(self._consts)
-        coefs = [[0] * (rank + len(rest)) for _ in range(n_base)]
-        for k, entry in enumerate(key):
-            if isinstance(entry, IndexExpr):
-                _, ecoefs = entry.aligned(rank)
-                econst = entry.const
-            else:
-                ecoefs, econst = (0,) * rank, _int_index(entry, self._shape[k], check=False)
-            for d in range(n_base):
-                c = self._coefs[d][k]
-                if c:
-                    consts[d] += c * econst
-                    for j in range(rank):
-                        coefs[d][j] += c * ecoefs[j]
-        for j in range(len(rest)):
-            for d in range(n_base):
-                coefs[d][rank + j] = self._coefs[d][len(key) + j]
-        out = self._derive(consts, coefs, res + rest)
-        out._check_partition_stride()
-        return out
-
-    def _check_partition_stride(self) -> None:
-        if self._pdim is None:
-            return
-        row = self._coefs[self._pdim]
-        live = [(k, c) for k, c in enumerate(row) if c and self._shape[k] > 1]
-        if len(live) > 1 or any(abs(c) != 1 for _, c in live):
-            raise ConstraintError(
-                f"tensor `{self.name or '?'}`: the partition dimension must "
-                "be indexed with unit stride along one axis (partition-dim "
-                "striding is not supported); got coefficients "
-                f"{[c for _, c in live]}"
-            )
 
     # ------------------------------------------------------------ tile checks
     def as_tile(self, api: str, operand: str) -> tensor:
@@ -523,66 +389,26 @@ def _truth_value_error() -> KernelError:
     loc = capture_location()
     code = loc.code if loc is not None else ""
     if code.startswith("while"):
-        return b1_error(ConstraintError, "err_while_loop_requires_unconditional_entry",
-                        "while loops on tensor values are not supported in NKI; use the "
-                        "do-while pattern: cond = nt.scalar(True), then `while cond:` with cond "
-                        "updated from a 1x1 tile inside the body", loc)
-    if code.startswith(("if", "elif")) or " if " in code:
-        return b1_error(ConstraintError, "err_dynamic_control_flow_not_supported",
-                        "dynamic control-flow depending on tensor value is not supported (the "
-                        "value of a tile is not known when the kernel is traced)", loc)
-    return b1_error(ConstraintError, "err_ambiguous_tensor_truth_value",
-                    "Cannot evaluate truth value of a multi-element tensor/array (use nl."
-                    "logical_and / nl.all instead of and, or, not)", loc)
-
-
-def _expand_ellipsis(key: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
-    n_ell = sum(1 for k in key if k is Ellipsis)
-    if n_ell > 1:
-        raise ConstraintError("an index can have only one '...'")
-    if not n_ell:
-        return key
-    i = key.index(Ellipsis)
-    used = sum(1 for k in key if k is not None and k is not Ellipsis)
-    return (*key[:i], *([slice(None)] * max(0, ndim - used)), *key[i + 1 :])
-
-
-def _int_index(k: Any, n: int, check: bool = True) -> int:
-    try:
-        i = int(k.__index__()) if hasattr(k, "__index__") else int(k)
-    except (TypeError, ValueError) as e:
-        raise b1_error(
+        return b1_error(
             ConstraintError,
-            "err_unsupported_expression_in_mask",
-            f"index {k!r} is not an integer, slice, nl.ds or index expression",
-        ) from e
-    if i < 0:
-        i += n
-    if check and not 0 <= i < n:
-        raise b1_error(
-            OutOfBoundsError,
-            "err_tensor_access_out_of_bound",
-            f"index {k} is out of range for a dimension of size {n}",
+            "err_while_loop_requires_unconditional_entry",
+            "while loops on tensor values are not supported in NKI; use the "
+            "do-while pattern: cond = nt.scalar(True), then `while cond:` with cond "
+            "updated from a 1x1 tile inside the body",
+            loc,
         )
-    return i
-
-
-def _slice_params(k: slice | DynSlice, n: int) -> tuple[int, int, int]:
-    """(start, count, step) of a slice or nl.ds, without clamping (B1 errors instead)."""
-    if isinstance(k, DynSlice):
-        start, size, step = int(k.start), int(k.size), int(k.step)
-        return start, size, step
-    step = 1 if k.step is None else int(k.step)
-    if step == 0:
-        raise ConstraintError("slice step cannot be zero")
-    start = (0 if step > 0 else n - 1) if k.start is None else int(k.start)
-    stop = (n if step > 0 else -1) if k.stop is None else int(k.stop)
-    if k.start is not None and start < 0:
-        start += n
-    if k.stop is not None and stop < 0:
-        stop += n
-    return start, len(range(start, stop, step)), step
-
-
-def numpy_like(x: Any) -> bool:
-    return isinstance(x, (np.ndarray, np.generic))
+    if code.startswith(("if", "elif")) or " if " in code:
+        return b1_error(
+            ConstraintError,
+            "err_dynamic_control_flow_not_supported",
+            "dynamic control-flow depending on tensor value is not supported (the "
+            "value of a tile is not known when the kernel is traced)",
+            loc,
+        )
+    return b1_error(
+        ConstraintError,
+        "err_ambiguous_tensor_truth_value",
+        "Cannot evaluate truth value of a multi-element tensor/array (use nl."
+        "logical_and / nl.all instead of and, or, not)",
+        loc,
+    )

@@ -25,17 +25,11 @@ from trnsim.compat.neuronxcc.nki._isa_core import (
     reciprocal,
     reduce_cmd,
     scalar_engine,
-    scalar_tensor_tensor,
     tensor_copy,
     tensor_copy_dynamic_dst,
     tensor_copy_dynamic_src,
     tensor_copy_predicated,
     tensor_engine,
-    tensor_reduce,
-    tensor_scalar,
-    tensor_scalar_reduce,
-    tensor_tensor,
-    tensor_tensor_scan,
     unknown_engine,
     vector_engine,
 )
@@ -55,6 +49,14 @@ from trnsim.compat.neuronxcc.nki._isa_more import (
     select_reduce,
     sequence_bounds,
     tensor_partition_reduce,
+)
+from trnsim.compat.neuronxcc.nki._isa_vector import (
+    scalar_tensor_tensor,
+    tensor_reduce,
+    tensor_scalar,
+    tensor_scalar_reduce,
+    tensor_tensor,
+    tensor_tensor_scan,
 )
 from trnsim.nki._isa_base import oob_mode
 
