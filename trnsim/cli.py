@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return COMMANDS[args.command][2](args)
+    except BrokenPipeError:  # `trnsim ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except TrnsimError as e:
         print(f"trnsim {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
