@@ -18,6 +18,7 @@ plus the affine_range dependency check and HBM write bookkeeping.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
 from trnsim.compat.neuronxcc.nki._indirect import DynamicAccess, IndirectAccess
 from trnsim.compat.neuronxcc.nki._state import context, here
 from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
-from trnsim.errors import ConstraintError, KernelError, UnsupportedError
+from trnsim.errors import ConstraintError, KernelError, SimulationWarning, UnsupportedError
 from trnsim.memory import View
 from trnsim.nki._isa_base import _engine_name
 from trnsim.program import SourceLocation
@@ -50,6 +51,9 @@ class Pending:
     dst_spaces: tuple[str, ...] = ("sbuf", "psum")
     accumulates: bool = False  # can accumulate into a PSUM destination (nc_matmul)
     label: str = ""
+    mask: Any = None  # the instruction's mask (a Predicate or False), over `domain`
+    domain: tuple[int, ...] | None = None
+    out_axes: Axes | None = None
 
 
 # ---------------------------------------------------------------- pending results
@@ -65,11 +69,16 @@ def make_pending(
     dst_spaces: tuple[str, ...] = ("sbuf", "psum"),
     accumulates: bool = False,
     label: str = "",
+    mask: Any = None,
+    domain: tuple[int, ...] | None = None,
+    out_axes: Axes | None = None,
 ) -> tensor:
     _, st = context(label or "nki")
     st.flush()
     t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
-    t._pending = Pending(emit, t.shape, buffer, loc, dst_spaces, accumulates, label)
+    t._pending = Pending(
+        emit, t.shape, buffer, loc, dst_spaces, accumulates, label, mask, domain, out_axes
+    )
     st.pending = t
     return t
 
@@ -91,7 +100,14 @@ def materialize(t: tensor) -> None:
     except KernelError as e:
         raise relocated(e, p.loc) from None
     _alias(t, fresh)
-    p.emit(t, "write")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p.emit(t, "write")
+    for w in caught:  # attribute them to the line that made the call, not the one that flushed
+        if p.loc is not None and issubclass(w.category, SimulationWarning):
+            warnings.warn_explicit(w.message, w.category, p.loc.filename, p.loc.lineno)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _alias(t: tensor, src: tensor) -> None:
@@ -177,6 +193,9 @@ def single(
         dst_spaces=spaces,
         accumulates=accumulate_attr is not None,
         label=label or opcode,
+        mask=mask,
+        domain=domain,
+        out_axes=out_axes,
     )
 
 
@@ -214,6 +233,10 @@ def run(
     if mask is None:
         box, residual = full_box(domain), []
     else:
+        try:
+            _check_mask_extent(mask, domain, opcode)
+        except KernelError as e:
+            raise relocated(e, loc) from None
         box, residual = mask.box(domain)
     if any(hi <= lo for lo, hi in box):
         return
@@ -241,6 +264,25 @@ def run(
         if old is not None:
             arr = view.array()
             arr[~keep] = old[~keep]
+
+
+def _check_mask_extent(mask: Predicate, domain: tuple[int, ...], opcode: str) -> None:
+    """A mask index (nl.arange / nl.mgrid) must range over the instruction's own iteration
+    space: an index of another extent (say the contraction index of a matmul, whose result
+    axes are M and N) would otherwise restrict an unrelated axis or nothing at all."""
+    for e, _ in mask.terms:
+        shape, coefs = e.aligned(len(domain))
+        for k, (n, c) in enumerate(zip(shape, coefs, strict=True)):
+            if c and n not in (1, domain[k]):
+                raise b1_error(
+                    ConstraintError,
+                    "err_unsupported_expression_in_mask",
+                    f"{opcode}: the mask's index on axis {k} ranges over {n} values but the "
+                    f"instruction's iteration space is {list(domain)}; build the mask from "
+                    "indices of the instruction's own tile (for nl.matmul / nc_matmul the "
+                    "axes are the result's [M, N]: restrict the contraction by slicing the "
+                    "operands instead)",
+                )
 
 
 def _saved(
@@ -343,9 +385,33 @@ def assign_item(t: tensor, key: Any, value: Any) -> None:
             return
         if pending is not None and emit_into(dst, value, "write"):
             return
+        if pending is not None and pending.mask is not None:
+            _copy_masked_result(dst, value, pending)
+            return
         _copy.copy_into(dst, value)
     except KernelError as e:
         raise e.with_loc(here()[0]) from None
+
+
+def _copy_masked_result(dst: tensor, value: tensor, p: Pending) -> None:
+    """`dst[...] = masked_call(...)` where the call cannot write dst (TensorE into SBUF): run it
+    into a fresh tile, then copy only what the mask computed, so masked-out destination
+    elements stay untouched (a false mask issues nothing at all)."""
+    from trnsim.compat.neuronxcc.nki import _copy
+
+    if p.mask is False:
+        take_pending(value)
+        return
+    value._ready()
+    domain = tuple(p.domain or p.shape)
+    box, residual = p.mask.box(domain)
+    if any(hi <= lo for lo, hi in box):
+        return
+    if residual or tuple(dst.shape) != tuple(value.shape):
+        _copy.copy_into(dst, value, mask=p.mask if tuple(dst.shape) == domain else None)
+        return
+    region = tuple(slice(lo, hi) for lo, hi in _narrow(box, p.out_axes, value, domain))
+    _copy.copy_into(dst[region], value[region])
 
 
 def emit_into(dst: tensor, value: tensor, mode: str) -> bool:

@@ -378,6 +378,28 @@ def unsupported_mask(x: Any) -> ConstraintError:
     )
 
 
+def input_space_mask(mask: Any, in_shape: tuple[int, ...], perm: tuple[int, ...]) -> Any:
+    """A transpose's mask, written over its input tile's axes (as B1 documents masks: ranges
+    "along one of the input tile axes"), moved onto the result's axes (result axis j is input
+    axis perm[j]). A mask whose indices do not fit the input's extents is returned as is."""
+    m = as_mask(mask)
+    if not isinstance(m, Predicate):
+        return m
+    rank = len(in_shape)
+    terms = []
+    for e, op in m.terms:
+        if e.ndim > rank:
+            return m
+        shape, coefs = e.aligned(rank)
+        pairs = enumerate(zip(shape, coefs, strict=True))
+        if any(c and n not in (1, in_shape[k]) for k, (n, c) in pairs):
+            return m
+        terms.append(
+            (IndexExpr(tuple(shape[a] for a in perm), tuple(coefs[a] for a in perm), e.const), op)
+        )
+    return Predicate(tuple(terms))
+
+
 def as_mask(mask: Any) -> Predicate | bool | None:
     """Normalize a mask= argument: None (no mask), False (nothing runs) or a Predicate."""
     if mask is None:

@@ -17,7 +17,7 @@ from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import run, single
 from trnsim.compat.neuronxcc.nki._errors import b1_error
-from trnsim.compat.neuronxcc.nki._index import IndexExpr, as_mask
+from trnsim.compat.neuronxcc.nki._index import IndexExpr, as_mask, input_space_mask
 from trnsim.compat.neuronxcc.nki._nl_data import matmul_pending, no_pe_transpose
 from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
@@ -135,7 +135,7 @@ def nc_transpose(
         engine="vector" if vec else "tensor",
         inputs={"data": x},
         axes={"data": (1, 0)},
-        mask=mask,
+        mask=input_space_mask(mask, (p, f), (1, 0)) if x.ndim == 2 else mask,
         label="nisa.nc_transpose",
     )
 

@@ -10,7 +10,7 @@ from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _copy
 from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import run, single
-from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
+from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask, input_space_mask
 from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
 from trnsim.compat.neuronxcc.nki._isa_core import (
     FP32_MIN,
@@ -393,7 +393,7 @@ def dma_transpose(
             "axes": None if axes is None else tuple(axes),
             "dge_mode": getattr(dge_mode, "name", dge_mode),
         },
-        mask=mask,
+        mask=input_space_mask(mask, tuple(src.shape), perm),
         label="nisa.dma_transpose",
     )
 

@@ -14,10 +14,12 @@ style, where writing an argument is how results come back.
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import linecache
 import os
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -236,7 +238,7 @@ def _program(kernel: Kernel, *dev_args: Any, **dev_kwargs: Any) -> Any:
         bound.arguments[name] = wrapped
     result = kernel._body(*bound.args, **bound.kwargs)
     st.flush()
-    _check_outputs(ctx, st, result, mutable, def_loc(fn))
+    _check_outputs(ctx, st, result, mutable, def_loc(fn), fn)
     return _unwrap(result)
 
 
@@ -284,9 +286,42 @@ def def_loc(fn: Callable[..., Any]) -> SourceLocation | None:
     return SourceLocation(code.co_filename, line, code.co_name, text)
 
 
+def return_loc(fn: Any, loc: SourceLocation | None) -> SourceLocation | None:
+    """The kernel's `return` line when it has exactly one (else `loc`, its def line)."""
+    if loc is None:
+        return loc
+    try:
+        lines, start = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return loc
+    body = tree.body[0] if tree.body else None
+    if not isinstance(body, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return loc
+    returns = [n for n in ast.walk(body) if isinstance(n, ast.Return) and n.value is not None]
+    if len(returns) != 1:
+        return loc
+    line = start + returns[0].lineno - 1
+    text = linecache.getline(loc.filename, line).strip()
+    return SourceLocation(loc.filename, line, loc.function, text)
+
+
 def _check_outputs(
-    ctx: Any, st: Any, result: Any, mutable: dict[int, str], loc: SourceLocation | None
+    ctx: Any,
+    st: Any,
+    result: Any,
+    mutable: dict[int, str],
+    loc: SourceLocation | None,
+    fn: Any = None,
 ) -> None:
+    for t in _tensors(result):
+        if t._buf is not None and t._buf.space != "hbm":
+            raise KernelError(
+                f"kernel returned `{t.name or '?'}`, a tile in {t._buf.space}; kernel outputs "
+                "must be HBM tensors: create one with nl.ndarray(..., buffer=nl.shared_hbm), "
+                "nl.store the tile into it and return that",
+                return_loc(fn, loc),
+            )
     returned = {id(t._buf) for t in _tensors(result) if t._buf is not None}
     strict = result is not None or bool(mutable)
     if strict and st.immutable_writes:

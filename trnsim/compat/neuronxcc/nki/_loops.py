@@ -16,10 +16,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from trnsim.compat.neuronxcc.nki._deps import Tracker
 from trnsim.compat.neuronxcc.nki._state import LoopFrame, context
 from trnsim.errors import ConstraintError
 from trnsim.program import capture_location
+
+
+def _bound(v: Any) -> int:
+    """A loop bound: an int (NumPy ints and integral floats such as N / 128 too); a
+    fractional bound would silently drop the ragged tail, so it is an error."""
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+        raise ValueError(f"{v!r} is not integral (use // or math.ceil)")
+    return int(v)
 
 
 class B1Range:
@@ -29,10 +39,10 @@ class B1Range:
         if stop is None:
             start, stop = 0, start
         try:
-            self.range = range(int(start), int(stop), int(step))
+            self.range = range(_bound(start), _bound(stop), _bound(step))
         except (TypeError, ValueError) as e:
             raise ConstraintError(
-                f"nl.{kind}: bounds must be integers, got ({start!r}, {stop!r}, {step!r})",
+                f"nl.{kind}: bounds must be integers, got ({start!r}, {stop!r}, {step!r}): {e}",
                 capture_location(),
             ) from e
         self.kind = kind

@@ -15,7 +15,7 @@ from trnsim.compat.neuronxcc.nki import _copy
 from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import run, single
 from trnsim.compat.neuronxcc.nki._errors import b1_error
-from trnsim.compat.neuronxcc.nki._index import as_mask
+from trnsim.compat.neuronxcc.nki._index import as_mask, input_space_mask
 from trnsim.compat.neuronxcc.nki._indirect import IndirectAccess
 from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
@@ -108,7 +108,7 @@ def load_transpose2d(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs:
         shape=tuple(view.shape),
         dtype=M.out_dtype(dtype, src.dtype),
         inputs={"src": view},
-        mask=mask,
+        mask=input_space_mask(mask, tuple(src.shape), (1, 0)),
         label="nl.load_transpose2d",
     )
 
@@ -180,6 +180,7 @@ def transpose(x: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> 
         x = M.to_sbuf(x)
     buffer = "sbuf" if small else "psum"
     odt = M.out_dtype(dtype, x.dtype)
+    mask = input_space_mask(mask, (p, f), (1, 0)) if x.ndim == 2 else mask
     if odt == x.dtype:
         return single(
             "nc_transpose",

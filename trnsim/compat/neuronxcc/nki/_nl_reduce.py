@@ -17,6 +17,7 @@ from typing import Any
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import single, take_pending
+from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
 from trnsim.compat.neuronxcc.nki._state import api, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import ConstraintError, UnsupportedError
@@ -150,17 +151,35 @@ def _scaled(t: tensor, factor: float, odt: Any, mask: Any, offset: float | None 
 def mean(
     x: Any, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
 ) -> tensor:
-    """Mean over free axes: an fp32 sum, then a multiply by 1/n."""
+    """Mean over free axes: an fp32 sum, then a multiply by 1/n (n: the elements the mask
+    keeps along the reduced axes)."""
     x = M.tile(x, "nl.mean", "x")
     axes = _axes(axis, x.ndim, "nl.mean")
-    n = 1
-    for a in axes:
-        n *= x.shape[a]
+    n = _masked_count(as_mask(mask), tuple(x.shape), axes)
     s = M.now(
         reduce("add", x, axes, dtype=dt.float32, mask=mask, keepdims=keepdims, api_name="nl.mean")
     )
     default = x.dtype if x.dtype.is_float else dt.float32
     return _scaled(s, 1.0 / n, M.out_dtype(dtype, default), None)
+
+
+def _masked_count(mask: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    """How many elements along `axes` a (single-axis) mask keeps in every row."""
+    box = [(0, n) for n in shape]
+    if isinstance(mask, Predicate):
+        box, residual = mask.box(shape)
+        for e, _ in residual:
+            _, coefs = e.aligned(len(shape))
+            if any(coefs[a] for a in axes):
+                raise UnsupportedError(
+                    "nl.mean / nl.var: a mask over several axes (such as i_p >= i_f) keeps a "
+                    "different number of elements per row; compute nl.sum and divide by the "
+                    "per-row count instead"
+                )
+    n = 1
+    for a in axes:
+        n *= max(box[a][1] - box[a][0], 0)
+    return max(n, 1)
 
 
 @api("nl.var")
