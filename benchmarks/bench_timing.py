@@ -9,6 +9,12 @@
 3. A 4096 x 4096 x 4096 bf16 blocked matmul with values and timing, over the time numpy alone
    needs for the same tile arithmetic (the same 128x128x512 tile matmuls in fp32).
 4. --big: timing-only over 100 GiB of trn3 HBM (inputs are zero-stride numpy views).
+
+One-time start-up (loading the ISA and chip files, importing the semantics, JIT-compiling the
+dtype casts) happens in a warm-up launch and is reported on its own line, not in the rates.
+BLAS runs on one thread (unless OPENBLAS_NUM_THREADS/OMP_NUM_THREADS are set): with CPU time
+as the measure, OpenBLAS worker threads spinning between calls would count against whichever
+side calls BLAS with Python work in between, which is the simulator, not the numpy floor.
 """
 
 from __future__ import annotations
@@ -18,12 +24,15 @@ import os
 import sys
 import time
 
-import ml_dtypes
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")  # before numpy loads its BLAS
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernels_for_timing import (
+from kernels_for_timing import (  # noqa: E402
     TILE_K,
     TILE_M,
     TILE_N,
@@ -32,9 +41,9 @@ from kernels_for_timing import (
     hbm_stream,
 )
 
-from trnsim.nki.jit import _as_kernel
-from trnsim.timing.costs import cost_records
-from trnsim.timing.profile import time_program
+from trnsim.nki.jit import _as_kernel  # noqa: E402
+from trnsim.timing.costs import cost_records  # noqa: E402
+from trnsim.timing.profile import time_program  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 
@@ -170,12 +179,34 @@ def big_hbm(chip: str = "trn3") -> None:
     )
 
 
+def warm_up(chip: str = "trn2") -> None:
+    """Launch each benchmark kernel once, small, with and without values: one-time costs."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((256, 512)).astype(BF16)
+    x = rng.standard_normal((256, 256)).astype(BF16)
+
+    def run():
+        cost_records()  # isa/costs.yaml
+        for values in (False, True):
+            r = trace(blocked_matmul, (a, a), chip, values)
+            time_program(r.program, r.chip, values=values)
+            r = trace(elementwise_chain, (x,), chip, values)
+            time_program(r.program, r.chip, values=values)
+
+    _, t, _ = cpu(run)
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "?")
+    print(
+        f"one-time start-up (warm-up launches, not in the figures below): {t:.2f} s CPU; "
+        f"BLAS threads: {blas}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--big", action="store_true", help="also time 100 GiB of trn3 HBM")
     args = ap.parse_args()
-    cost_records()  # parse isa/costs.yaml once, outside the timed regions
+    warm_up()
     speed(1024 if args.quick else 2048)
     growth(64 if args.quick else 256)
     matmul_overhead(1024 if args.quick else 4096)

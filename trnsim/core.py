@@ -5,6 +5,8 @@ Values are computed eagerly in program order; timing is computed later from the 
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,19 +51,50 @@ def contiguous_run_bytes(lay: Layout, on_chip: bool) -> int:
 
 
 def operand_record(name: str, view: View) -> Operand:
+    """The timing model's record of one operand (cached on its layout: whole tiles recur)."""
+    region = view.region()
+    records = view.layout.cached("_operands", (region,), dict)
+    key = (name, view.buffer.name)
+    rec = records.get(key)
+    if rec is None:
+        parts = records.get(None)  # what does not depend on the operand's name
+        if parts is None:
+            parts = records[None] = _operand_parts(view)
+        rec = records[key] = Operand(name, region, *parts, view.buffer.name)
+    return rec
+
+
+def _operand_parts(view: View) -> tuple[str, tuple[int, ...], int, int, int, int, int]:
+    """Operand fields dtype .. contiguous_bytes of a view."""
     lay = view.layout
-    on_chip = view.buffer.on_chip
+    isz = lay.dtype.itemsize
     inner = 0
     for n, s in reversed(list(zip(lay.shape, lay.strides, strict=True))):
         if n > 1:
-            inner = abs(s) * lay.dtype.itemsize
+            inner = abs(s) * isz
             break
-    return Operand(
-        name=name, region=view.region(), dtype=lay.dtype.name, shape=lay.shape,
-        partitions=view.partition_count(), elems_per_partition=view.elems_per_partition(),
-        nbytes=lay.size * lay.dtype.itemsize, inner_stride_bytes=inner or lay.dtype.itemsize,
-        contiguous_bytes=contiguous_run_bytes(lay, on_chip), tensor_name=view.buffer.name,
-    )
+    return (lay.dtype.name, lay.shape, view.partition_count(), view.elems_per_partition(),
+            lay.size * isz, inner or isz, contiguous_run_bytes(lay, view.buffer.on_chip))
+
+
+@functools.cache
+def _poison_bits(dtype: dt.DType) -> np.ndarray:
+    """The poison value of `dtype` as its storage bits (0 for packed types)."""
+    isz = dtype.storage.itemsize
+    if dtype.kind == "packed":
+        bits = np.zeros((), np.dtype(f"u{isz}"))
+    else:
+        bits = dt.cast(np.asarray(poison_value(dtype)), dtype).view(np.dtype(f"u{isz}"))
+    bits.flags.writeable = False  # shared by every allocation
+    return bits
+
+
+def fill_poison(view: View) -> None:
+    """Fill a fresh tensor with the poison value (written as bits: filling a bfloat16 array
+    element by element is several times slower)."""
+    arr = view.array()
+    bits = _poison_bits(view.dtype)
+    arr.view(bits.dtype)[...] = bits
 
 
 class NeuronCore:
@@ -102,15 +135,15 @@ class NeuronCore:
         shape = tuple(int(s) for s in shape)
         if loc is None and not name:  # messages describe unnamed tensors by where they were made
             loc = capture_location()
-        what = f"{space} tensor '{name}'" if name else f"{space} tensor {list(shape)}"
-        if len(shape) < 1:
-            raise ConstraintError(f"{what}: on-chip tensors need a partition "
-                                  f"dimension, got shape {shape}")
-        parts = shape[0]
-        if parts > mem.partitions or parts < 1:
-            raise ConstraintError(f"{what}: partition dimension {parts} "
+        if len(shape) < 1 or not 1 <= shape[0] <= mem.partitions:
+            what = f"{space} tensor '{name}'" if name else f"{space} tensor {list(shape)}"
+            if len(shape) < 1:
+                raise ConstraintError(f"{what}: on-chip tensors need a partition "
+                                      f"dimension, got shape {shape}")
+            raise ConstraintError(f"{what}: partition dimension {shape[0]} "
                                   f"exceeds the {mem.partitions} partitions (pmax)")
-        free = int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+        parts = shape[0]
+        free = math.prod(shape[1:])
         nbytes = free * dtype.itemsize
         if address is None:
             handle, b0 = mem.allocator.allocate(0, parts, nbytes)
@@ -125,8 +158,7 @@ class NeuronCore:
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
         if poison and self.values:
-            view.array()[...] = dt.cast(np.asarray(poison_value(dtype)), dtype) \
-                if dtype.kind != "packed" else 0
+            fill_poison(view)
         return view
 
     # ------------------------------------------------------------ instructions
@@ -230,15 +262,14 @@ class Device:
         shape = tuple(int(s) for s in shape)
         if loc is None and not name:
             loc = capture_location()
-        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        n = math.prod(shape)
         nbytes = n * dtype.itemsize
         handle, off = self.hbm.allocate(nbytes)
         buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
         view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
         if poison and self.values and n:
-            view.array()[...] = dt.cast(np.asarray(poison_value(dtype)), dtype) \
-                if dtype.kind != "packed" else 0
+            fill_poison(view)
         return view
 
     def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "") -> View:

@@ -5,10 +5,14 @@ Knows dtypes and errors; knows nothing about instructions, engines or time.
 
 from __future__ import annotations
 
+import functools
+import math
 import mmap
 import sys
 import weakref
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -23,6 +27,8 @@ HBM_ALIGN = 64  # bytes; allocation granularity of HBM tensors
 INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
 
 ON_CHIP = ("sbuf", "psum")
+
+T = TypeVar("T")
 
 
 def poison_value(dtype: dt.DType) -> float | int:
@@ -178,6 +184,7 @@ class Buffer:
                  dtype: dt.DType | None = None):
         self.memory = memory
         self.space = space  # hbm | sbuf | psum
+        self.on_chip = space in ON_CHIP  # read for every operand of every instruction
         self.kind = kind  # shared_hbm | private_hbm | hbm | sbuf | psum
         self.core = core
         self.partition_start = partition_start
@@ -213,10 +220,6 @@ class Buffer:
         if fin is not None:
             fin()
 
-    @property
-    def on_chip(self) -> bool:
-        return self.space in ON_CHIP
-
     def elems_per_partition(self, dtype: dt.DType) -> int:
         """F: elements per partition (on chip) or in total (HBM) in units of dtype."""
         return self.nbytes // dtype.itemsize
@@ -235,6 +238,9 @@ class Layout:
 
     Positions index the buffer's storage flattened to 1-D: on chip, element (p, f) of the
     partition-major storage is at p * F + f with F = elements per partition.
+
+    Derived values (size, span, on-chip span, region) are computed once per Layout: it is
+    immutable, and the same view is checked and recorded several times per instruction.
     """
 
     dtype: dt.DType
@@ -242,12 +248,12 @@ class Layout:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return int(math.prod(self.shape))
 
-    def span(self) -> tuple[int, int]:
-        """Lowest and highest storage position touched (inclusive)."""
+    @functools.cached_property
+    def _span(self) -> tuple[int, int]:
         lo = hi = self.offset
         for n, s in zip(self.shape, self.strides, strict=True):
             if n == 0:
@@ -258,6 +264,20 @@ class Layout:
                 lo += (n - 1) * s
         return lo, hi
 
+    def span(self) -> tuple[int, int]:
+        """Lowest and highest storage position touched (inclusive)."""
+        return self._span
+
+    def cached(self, name: str, key: Hashable, compute: Callable[[], T]) -> T:
+        """compute(), remembered on this layout under `name` for inputs `key` (the last key only:
+        a layout is nearly always used with one buffer)."""
+        got = self.__dict__.get(name)
+        if got is not None and got[0] == key:
+            return got[1]
+        value = compute()
+        self.__dict__[name] = (key, value)
+        return value
+
 
 def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
     """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip), and
@@ -267,16 +287,16 @@ def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
                               "keeping it alive needs more memory than there is")
     if lay.size == 0:
         return
-    lo, hi = lay.span()
     if not buf.on_chip:
-        total = buf.elems_per_partition(lay.dtype)
+        lo, hi = lay._span
+        total = buf.nbytes // lay.dtype.itemsize
         if lo < 0 or hi >= total:
             raise OutOfBoundsError(
                 f"{what}: elements [{lo}, {hi}] of {_space_label(buf)} are outside "
                 f"[0, {total - 1}] ({total} elements of {lay.dtype})"
             )
         return
-    f = buf.elems_per_partition(lay.dtype)
+    f = buf.nbytes // lay.dtype.itemsize
     p_lo, p_hi, f_lo, f_hi = onchip_span(lay, f)
     if p_lo < 0 or p_hi >= buf.partitions or f_lo < 0 or f_hi >= f:
         raise OutOfBoundsError(
@@ -292,6 +312,15 @@ def _space_label(buf: Buffer) -> str:
 
 def onchip_span(lay: Layout, f: int) -> tuple[int, int, int, int]:
     """(first, last partition, first, last free element) of an on-chip layout."""
+    got = lay.__dict__.get("_onchip_span")  # Layout.cached, inlined: every operand needs it
+    if got is not None and got[0] == f:
+        return got[1]
+    span = _onchip_span(lay, f)
+    lay.__dict__["_onchip_span"] = (f, span)
+    return span
+
+
+def _onchip_span(lay: Layout, f: int) -> tuple[int, int, int, int]:
     p_off, f_off = divmod(lay.offset, f) if f else (0, lay.offset)
     p_lo = p_hi = p_off
     f_lo = f_hi = f_off
@@ -315,34 +344,48 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
     isz = lay.dtype.itemsize
     if lay.size == 0:
         return np.empty(lay.shape, dtype=lay.dtype.storage)
-    raw = buf.raw()
+    data = buf.memory.data  # C-contiguous: (partitions, bytes) on chip, (bytes,) in HBM
     if buf.on_chip:
-        f = buf.elems_per_partition(lay.dtype)
-        row_bytes = raw.strides[0]
+        f = buf.nbytes // isz
+        row_bytes = data.strides[0]
         p_off, f_off = divmod(lay.offset, f)
-        anchor = raw[p_off, f_off * isz:f_off * isz + isz]
+        start = (buf.partition_start + p_off) * row_bytes + buf.byte_start + f_off * isz
         byte_strides = []
         for s in lay.strides:
             ps, fs = _split_stride(s, f)
             byte_strides.append(ps * row_bytes + fs * isz)
     else:
-        anchor = raw[lay.offset * isz:lay.offset * isz + isz]
+        start = buf.byte_start + lay.offset * isz
         byte_strides = [s * isz for s in lay.strides]
-    # Stride the raw bits, then view: as_strided goes through __array_interface__, and numpy
-    # cannot parse ml_dtypes' float8_e5m2 typestr ('<f1').
-    bits = anchor.view(np.dtype(f"u{isz}")) if isz in (1, 2, 4, 8) else anchor
-    strided = np.lib.stride_tricks.as_strided(bits, shape=lay.shape, strides=tuple(byte_strides))
+    # Stride the raw bits, then view: numpy cannot parse ml_dtypes' float8_e5m2 typestr
+    # ('<f1'). np.ndarray over the memory's buffer is as_strided without its Python overhead.
+    if isz in (1, 2, 4, 8):
+        bits = np.ndarray(lay.shape, np.dtype(f"u{isz}"), buffer=data, offset=start,
+                          strides=tuple(byte_strides))
+        return bits.view(lay.dtype.storage)
+    anchor = data.reshape(-1)[start:start + isz]
+    strided = np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(byte_strides))
     return strided.view(lay.dtype.storage)
 
 
 def region_of(buf: Buffer, lay: Layout) -> Region:
     """The bounding box of bytes a layout touches (the timing model's dependency unit)."""
+    key = (buf.space, buf.core, buf.partition_start, buf.byte_start, buf.nbytes)
+    got = lay.__dict__.get("_region")  # Layout.cached, inlined: every operand needs it
+    if got is not None and got[0] == key:
+        return got[1]
+    region = _region_of(buf, lay)
+    lay.__dict__["_region"] = (key, region)
+    return region
+
+
+def _region_of(buf: Buffer, lay: Layout) -> Region:
     isz = lay.dtype.itemsize
     core = -1 if buf.core is None else buf.core
     if lay.size == 0:
         return Region(buf.space, core, buf.partition_start, 0, buf.byte_start, buf.byte_start)
     if not buf.on_chip:
-        lo, hi = lay.span()
+        lo, hi = lay._span
         return Region("hbm", core, 0, 1, buf.byte_start + lo * isz, buf.byte_start + (hi + 1) * isz)
     f = buf.elems_per_partition(lay.dtype)
     p_lo, p_hi, f_lo, f_hi = onchip_span(lay, f)
@@ -424,4 +467,4 @@ class View:
 
     def elems_per_partition(self) -> int:
         shape = self.layout.shape[1:] if self.buffer.on_chip else self.layout.shape
-        return int(np.prod(shape, dtype=np.int64)) if shape else 1
+        return int(math.prod(shape))

@@ -51,12 +51,18 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
     """The first stack frame outside trnsim: where the user called us."""
     frame = sys._getframe(1)
     while frame is not None:
-        fname = frame.f_code.co_filename
+        code = frame.f_code
+        fname = code.co_filename
         if not skip_internal or not (is_internal_file(fname) or fname.startswith("<frozen")):
-            code = linecache.getline(fname, frame.f_lineno).strip()
-            return SourceLocation(fname, frame.f_lineno, frame.f_code.co_name, code)
+            return _location(fname, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _location(filename: str, lineno: int, function: str) -> SourceLocation:
+    """One SourceLocation per kernel line (a kernel's loop issues from the same lines)."""
+    return SourceLocation(filename, lineno, function, linecache.getline(filename, lineno).strip())
 
 
 @dataclass(frozen=True)

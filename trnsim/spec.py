@@ -6,7 +6,9 @@ Knows chips, dtypes and memory layouts; knows nothing about semantics or time.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -84,6 +86,10 @@ class InstructionSpec:
                     raise SpecError(f"{where}.operands.{op.name}.spaces: '{s}' (known: {SPACES})")
 
     def check_fn(self) -> Callable[..., None] | None:
+        return self._check_fn
+
+    @functools.cached_property
+    def _check_fn(self) -> Callable[..., None] | None:
         if not self.check:
             return None
         mod, _, fn = self.check.partition(":")
@@ -92,6 +98,12 @@ class InstructionSpec:
         except (ImportError, AttributeError) as e:
             raise SpecError(f"{self.family}.yaml: {self.name}.check: "
                             f"cannot import {self.check}") from e
+
+    @functools.cached_property
+    def one_of_attrs(self) -> tuple[tuple[str, Any], ...]:
+        """(attribute, allowed values) of every attribute with a `one_of` domain."""
+        return tuple((a, d["one_of"]) for a, d in self.attrs.items()
+                     if isinstance(d, dict) and "one_of" in d)
 
 
 def _parse_record(family: str, name: str, rec: Any) -> InstructionSpec:
@@ -176,14 +188,13 @@ def _limit_value(chip: Any, v: Any) -> int:
 
 
 def partitions_of(t: Any) -> int:
-    return t.shape[0] if t.buffer.on_chip and t.shape else 1
+    shape = t.layout.shape
+    return shape[0] if shape and t.buffer.on_chip else 1
 
 
 def elems_of(t: Any) -> int:
-    n = 1
-    for s in t.shape[1:] if t.buffer.on_chip else t.shape:
-        n *= s
-    return n
+    shape = t.layout.shape
+    return math.prod(shape[1:] if t.buffer.on_chip else shape)
 
 
 def start_partition(t: Any) -> int:
@@ -201,9 +212,10 @@ def partition_step(stride: int, elems_per_partition: int) -> int | None:
 def check_dense_partitions(instr: str, name: str, t: Any) -> None:
     """Compute engines read and write a contiguous, ascending range of partitions
     (nki-api.md §3.4: partition stride must be dense); only DMAs gather partitions."""
-    if not t.shape or t.shape[0] <= 1:
+    shape = t.layout.shape
+    if not shape or shape[0] <= 1:
         return
-    step = partition_step(t.layout.strides[0], t.buffer.elems_per_partition(t.dtype))
+    step = partition_step(t.layout.strides[0], t.buffer.elems_per_partition(t.layout.dtype))
     if step == 1:
         return
     if step is None:
@@ -259,42 +271,56 @@ def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
         elif ospec.kind == "tensor":
             fail(instr, f"operand '{name}' must be a tensor, got {show_value(val)}",
                  _ARRAY_HINT if isinstance(val, np.ndarray) else "")
-    for aname, domain in spec.attrs.items():
-        if isinstance(domain, dict) and "one_of" in domain and aname in attrs:
+    for aname, one_of in spec.one_of_attrs:
+        if aname in attrs:
             v = attrs[aname]
-            if v is not None and v not in domain["one_of"]:
+            if v is not None and v not in one_of:
                 fail(instr, f"{aname}={v!r} is not supported",
-                     f"allowed: {', '.join(map(str, domain['one_of']))}")
+                     f"allowed: {', '.join(map(str, one_of))}")
     _check_limits(spec, chip, tensors)
-    fn = spec.check_fn()
+    fn = spec._check_fn
     if fn is not None:
         fn(chip=chip, engine=engine, attrs=attrs, **operands)
+
+
+_SAME_GROUPS = (("same_partitions", partitions_of, "partition count"),
+                ("same_elems", elems_of, "elements per partition"),
+                ("same_shape", lambda t: tuple(t.shape), "shape"),
+                ("same_dtype", lambda t: t.dtype.name, "dtype"))
 
 
 def _check_limits(spec: InstructionSpec, chip: Any, tensors: Mapping[str, Any]) -> None:
     instr = spec.name
     lim = spec.limits
-    on_chip = {n: t for n, t in tensors.items() if t.buffer.on_chip}
     pmax = _limit_value(chip, lim.get("max_partitions", "pmax"))
     dma = "dma" in spec.engines  # DMA queues gather any partitions; engines cannot
-    for n, t in on_chip.items():
-        if partitions_of(t) > pmax:
-            fail(instr, f"operand '{n}' has partition dimension {partitions_of(t)}",
-                 f"at most {pmax} (pmax)")
-        if not dma:
+    quadrant = lim.get("quadrant", True)
+    on_chip = {}
+    for n, t in tensors.items():
+        buf = t.buffer
+        if not buf.on_chip:
+            continue
+        on_chip[n] = t
+        lay = t.layout
+        parts = lay.shape[0] if lay.shape else 1
+        if parts > pmax:
+            fail(instr, f"operand '{n}' has partition dimension {parts}", f"at most {pmax} (pmax)")
+        # The common passing cases inline (dense partitions, start partition 0); the checks
+        # themselves decide (and word the error) otherwise.
+        if not dma and parts > 1 and (lay.strides[0] * lay.dtype.itemsize != buf.nbytes
+                                      or not buf.nbytes):
             check_dense_partitions(instr, n, t)
-        if lim.get("quadrant", True):
+        if quadrant and t.region().partition_start != 0:
             check_quadrant(instr, n, t)
     if "min_partitions" in lim:
         for n, mn in lim["min_partitions"].items():
             if n in on_chip and partitions_of(on_chip[n]) < mn:
                 fail(instr, f"operand '{n}' has {partitions_of(on_chip[n])} partitions",
                      f"at least {mn}")
-    for group_key, fn, what in (("same_partitions", partitions_of, "partition count"),
-                                ("same_elems", elems_of, "elements per partition"),
-                                ("same_shape", lambda t: tuple(t.shape), "shape"),
-                                ("same_dtype", lambda t: t.dtype.name, "dtype")):
-        names = [n for n in lim.get(group_key, ()) if n in tensors]
+    for group_key, fn, what in _SAME_GROUPS:
+        if group_key not in lim:
+            continue
+        names = [n for n in lim[group_key] if n in tensors]
         vals = {n: fn(tensors[n]) for n in names}
         if len(set(vals.values())) > 1:
             got = ", ".join(f"{n}={v}" for n, v in vals.items())

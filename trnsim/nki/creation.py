@@ -220,6 +220,8 @@ def _shape_tuple(shape: Any, what: str = "nl.ndarray") -> tuple[int, ...]:
     """A shape as a tuple of ints; floats (64.0) are refused, not truncated."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
+    if type(shape) is tuple and all(type(s) is int for s in shape):
+        return shape  # the common case, without building per-dimension messages
     try:
         dims = list(shape)
     except TypeError as e:

@@ -60,7 +60,8 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
     __slots__ = ("dynamic",)
 
     def __init__(self, buffer: Buffer, layout: Layout, dynamic: DynamicOffset | None = None):
-        super().__init__(buffer, layout)
+        self.buffer = buffer  # View.__init__, inlined: views are made per instruction
+        self.layout = layout
         self.dynamic = dynamic
 
     # ---------------------------------------------------------------- attributes
@@ -133,6 +134,10 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
     # ---------------------------------------------------------------- indexing
     @_user_errors
     def __getitem__(self, key: Any) -> NkiTensor:
+        if self.dynamic is None:
+            simple = vw.simple_index_layout(self.layout, key, self.buffer.on_chip)
+            if simple is not None:
+                return self._derive(simple[0], None, "index")
         key_list = vw.normalize_key(key, self.ndim)
         dyn_dims = [d for d, k in enumerate(key_list) if _is_index_tensor(k)]
         if dyn_dims:

@@ -72,7 +72,9 @@ def _earlier(old: Loops, cur: Loops) -> bool:
 
 
 def _remember(sites: dict, key: tuple[str, int], buf: Any, loops: Loops) -> None:
-    site = sites.setdefault(key, {"entries": [], "limit": 16})
+    site = sites.get(key)
+    if site is None:
+        site = sites[key] = {"entries": [], "limit": 16}
     entries = site["entries"]
     entries.append((weakref.ref(buf), loops))
     if len(entries) > site["limit"]:  # drop dead entries: amortised O(1) per allocation

@@ -160,8 +160,22 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
             int_dims.append(len(shape))
             shape.append(1)
             strides.append(s)
+    return _drop_int_dims(lay, offset, shape, strides, int_dims, on_chip)
+
+
+def _drop_int_dims(
+    lay: Layout,
+    offset: int,
+    shape: list[int],
+    strides: list[int],
+    int_dims: list[int],
+    on_chip: bool,
+) -> tuple[Layout, list[int]]:
+    """The indexed layout, and for each result dim the source dim it came from."""
     # On chip: an int on dim 0 keeps a size-1 partition dim; ints on free dims drop them
     # unless the result would fall below 2-D. In HBM ints drop dims (result at least 1-D).
+    if not int_dims:
+        return Layout(lay.dtype, offset, tuple(shape), tuple(strides)), list(range(len(shape)))
     drop = [d for d in int_dims if not (on_chip and d == 0)]
     keep_min = 2 if on_chip else 1
     while drop and len(shape) - len(drop) < keep_min:
@@ -169,6 +183,49 @@ def index_layout(lay: Layout, key: Any, on_chip: bool, name: str = "") -> tuple[
     kept = [d for d in range(len(shape)) if d not in drop]
     out = Layout(lay.dtype, offset, tuple(shape[d] for d in kept), tuple(strides[d] for d in kept))
     return out, kept
+
+
+def simple_index_layout(lay: Layout, key: Any, on_chip: bool) -> tuple[Layout, list[int]] | None:
+    """index_layout for the common keys: in-range ints and unit-step slices with non-negative
+    int bounds. None for anything else (then index_layout gives the result or the error)."""
+    if type(key) is not tuple:
+        key = (key,)
+    full_shape, full_strides = lay.shape, lay.strides
+    if len(key) > len(full_shape):
+        return None
+    offset = lay.offset
+    shape: list[int] = []
+    strides: list[int] = []
+    int_dims: list[int] = []
+    for k, n, s in zip(key, full_shape, full_strides, strict=False):
+        tk = type(k)
+        if tk is slice:
+            lo, hi, step = k.start, k.stop, k.step
+            if step is not None and (type(step) is not int or step != 1):
+                return None
+            if lo is None:
+                lo = 0
+            elif type(lo) is not int or not 0 <= lo <= n:
+                return None
+            if hi is None:
+                hi = n
+            elif type(hi) is not int or not 0 <= hi <= n:
+                return None
+            count = hi - lo if hi > lo else 0
+            if count:
+                offset += lo * s
+            shape.append(count)
+        elif tk is int and 0 <= k < n:
+            offset += k * s
+            int_dims.append(len(shape))
+            shape.append(1)
+        else:
+            return None
+        strides.append(s)
+    rest = len(key)
+    shape.extend(full_shape[rest:])
+    strides.extend(full_strides[rest:])
+    return _drop_int_dims(lay, offset, shape, strides, int_dims, on_chip)
 
 
 def select_dim(lay: Layout, d: int, i: int, name: str) -> Layout:

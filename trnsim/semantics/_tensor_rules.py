@@ -16,6 +16,7 @@ the group for both).
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -38,16 +39,35 @@ def warn(message: str) -> None:
         warnings.warn_explicit(message, SimulationWarning, loc.filename, loc.lineno)
 
 
-def psum_words(view: View) -> tuple[np.ndarray, np.ndarray]:
-    """(partition, fp32 word) of every element of an on-chip view, each shaped like the view:
-    indices into core.psum_accumulating."""
+def psum_words(view: View) -> tuple[Any, Any]:
+    """(partition, fp32 word) of every element of an on-chip view, indexing
+    core.psum_accumulating into an array shaped like the view."""
     lay, buf = view.layout, view.buffer
     per_partition = buf.elems_per_partition(lay.dtype)
-    pos = np.full(lay.shape, lay.offset, dtype=np.int64)
-    for d, (n, s) in enumerate(zip(lay.shape, lay.strides, strict=True)):
-        shape = [1] * len(lay.shape)
-        shape[d] = n
-        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    shape, strides = lay.shape, lay.strides
+    if per_partition and shape and (shape[0] == 1 or strides[0] == per_partition):
+        # One partition per row of dim 0 (the common case): the rows are a slice, and only
+        # the free dims need an index array (or a slice, when they are one contiguous run).
+        p_off, f_off = divmod(lay.offset, per_partition)
+        rows = slice(buf.partition_start + p_off, buf.partition_start + p_off + shape[0])
+        isz = lay.dtype.itemsize
+        if isz == 4 and len(shape) == 2 and (shape[1] == 1 or strides[1] == 1):
+            if f_off + shape[1] <= per_partition:
+                w0 = buf.byte_start // 4 + f_off
+                return rows, slice(w0, w0 + shape[1])
+        else:
+            free = np.full(shape[1:], f_off, dtype=np.int64)
+            for d, (n, s) in enumerate(zip(shape[1:], strides[1:], strict=True)):
+                axis = [1] * (len(shape) - 1)
+                axis[d] = n
+                free = free + (np.arange(n, dtype=np.int64) * s).reshape(axis)
+            if free.size == 0 or (free.min() >= 0 and free.max() < per_partition):
+                return rows, (buf.byte_start + free * isz) // 4
+    pos = np.full(shape, lay.offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(shape, strides, strict=True)):
+        axis = [1] * len(shape)
+        axis[d] = n
+        pos = pos + (np.arange(n, dtype=np.int64) * s).reshape(axis)
     part, elem = np.divmod(pos, per_partition) if per_partition else (pos * 0, pos)
     return buf.partition_start + part, (buf.byte_start + elem * lay.dtype.itemsize) // 4
 
@@ -69,9 +89,17 @@ def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulat
     else:
         add = np.zeros(dst.shape, dtype=bool)
     result = np.asarray(result, dtype=np.float32)
-    if add.any():
+    if add.all():
         with np.errstate(all="ignore"):
-            result = np.where(add, dst.read_f32() + result, result)  # fp32 PSUM add
+            if dst.dtype.name == "float32" and getattr(dst, "dynamic", None) is None:
+                psum = dst.array()  # fp32 PSUM add, in place
+                np.add(psum, result, out=psum)
+                core.psum_accumulating[rows, words] = True
+                return
+            result = dst.read_f32() + result  # fp32 PSUM add
+    elif add.any():
+        with np.errstate(all="ignore"):
+            result = np.where(add, dst.read_f32() + result, result)
     dst.write(result)
     core.psum_accumulating[rows, words] = True
 

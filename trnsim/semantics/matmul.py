@@ -161,12 +161,31 @@ def check_nc_matmul(*, chip, engine, attrs, dst, stationary, moving, **_) -> Non
     check_psum_banks(instr, chip, dst)
 
 
-def _matrix(v: View, double_row: bool) -> np.ndarray:
+# Storage dtypes whose values numpy converts to float64 exactly and bit for bit as via fp32
+# (checked over every bit pattern); others (float16 signalling NaNs) go through read_f32.
+_DIRECT_F64 = frozenset({"float32", "tfloat32", "bfloat16", "float8_e4m3", "float8_e5m2",
+                         "float8_e4m3fn"})
+
+
+def _scratch(core, key: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
+    """A work array reused across instructions: a fresh 0.5 MiB array costs page faults on
+    every call, more than the conversions into it."""
+    pool = core.state.setdefault("matmul.scratch", {})
+    arr = pool.get((key, shape, dtype))
+    if arr is None:
+        arr = pool[(key, shape, dtype)] = np.empty(shape, dtype)
+    return arr
+
+
+def _matrix(core, key: str, v: View, double_row: bool) -> np.ndarray:
     """An input as a float64 [K, free] matrix; double_row folds the pair dim into K."""
-    x = v.read_f32().astype(np.float64)
+    k = v.shape[0]
+    x = _scratch(core, key, (k, v.size // k if k else 0), np.float64)
+    src = v.array() if v.dtype.name in _DIRECT_F64 else v.read_f32()
+    np.copyto(x.reshape(src.shape), src, casting="unsafe")
     if double_row:
-        return x.reshape(v.shape[0], 2, -1).reshape(v.shape[0] * 2, -1)
-    return x.reshape(v.shape[0], -1)
+        return x.reshape(k, 2, -1).reshape(k * 2, -1)
+    return x
 
 
 @semantics("nc_matmul")
@@ -198,9 +217,13 @@ def nc_matmul(
         pe_transpose(core, dst, stationary, moving)
         return
     double_row = perf_mode_name(perf_mode) == "double_row"
-    s, m = _matrix(stationary, double_row), _matrix(moving, double_row)
+    s = _matrix(core, "stationary", stationary, double_row)
+    m = _matrix(core, "moving", moving, double_row)
+    shape = (s.shape[1], m.shape[1])
+    out, prod = _scratch(core, "out", shape, np.float64), _scratch(core, "prod", shape, np.float32)
     with np.errstate(all="ignore"):
-        prod = (s.T @ m).astype(np.float32)  # NaN/Inf spread as in a real dot product
+        np.matmul(s.T, m, out=out)  # NaN/Inf spread as in a real dot product
+        np.copyto(prod, out, casting="same_kind")  # one rounding to fp32
     write_psum_result(core, "nc_matmul", dst, prod.reshape(dst.shape), accumulate)
 
 

@@ -215,9 +215,18 @@ class DmaSystem:
         desc, rate = self.desc_ticks, self._rate(plan)
         queue, w, records = plan.queue, plan.hbm_weight, self.records
         n = len(plan.chunks)
-        if plan.uniform and first + n <= n_eng and max(free[first : first + n]) <= t:
-            # The common case: idle engines, equal chunks: one row for the whole group.
+        if plan.uniform and first + n <= n_eng:
+            busy = free[first : first + n]
+            latest = max(busy)
+            uniform = latest <= t or min(busy) == latest
+        else:
+            uniform = False
+        if uniform:
+            # The common case: equal chunks on engines free at the same time (or idle): one
+            # row for the whole group.
             d, b = plan.chunks[0]
+            if latest > t:
+                t = latest
             stream = t + math.ceil(d * desc)
             end = stream + math.ceil(b / rate)
             free[first : first + n] = [end] * n

@@ -32,6 +32,7 @@ from trnsim.timing.throttle import Throttle
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 _COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
 _MISSING = object()
+_PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MAX_BASE_MHZ = 100_000
 
 
@@ -171,12 +172,15 @@ class Scheduler:
                     self._barriers.setdefault(k, []).append(i)
                 p = period[eng]
                 self._ticks[i] = (cost.ii * p, cost.latency * p)
-                pk = port_cache.get(sig, _MISSING) if sig is not None else _MISSING
-                if pk is _MISSING:
-                    pk = self.ports.keys_of(ins, eng, cost)
-                    if sig is not None:
-                        port_cache[sig] = pk
-                self._port_keys[i] = pk  # type: ignore[assignment]
+                if eng in _PORT_ENGINES:
+                    # Filed under the cost key plus the operands' addresses (PSUM banks).
+                    psig = sig and (sig, *[o.region.byte_start for o in ins.operands])
+                    pk = port_cache.get(psig, _MISSING) if psig is not None else _MISSING
+                    if pk is _MISSING:
+                        pk = self.ports.keys_of(ins, eng, cost)
+                        if psig is not None:
+                            port_cache[psig] = pk
+                    self._port_keys[i] = pk  # type: ignore[assignment]
             dep_queue[i] = dq
             tl.queue[i] = key
             q = queues.get(key)
