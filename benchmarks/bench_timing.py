@@ -37,6 +37,7 @@ from kernels_for_timing import (  # noqa: E402
     TILE_M,
     TILE_N,
     blocked_matmul,
+    compute_chain,
     elementwise_chain,
     hbm_stream,
 )
@@ -93,6 +94,13 @@ def speed(n: int, chip: str = "trn2") -> None:
     print(
         f"elementwise chain ({m} instr): scheduler {m / t_se:.0f} instr/s, "
         f"timing-only {m / (t_te + t_se):.0f} instr/s"
+    )
+    run_c, t_tc, _ = cpu(lambda: trace(compute_chain, (zeros((128, 128), BF16),), chip, False))
+    t_sc = best_of(lambda: time_program(run_c.program, run_c.chip, values=False))
+    k = len(run_c.program)
+    print(
+        f"compute-only chain ({k} instr: matmul, activation, tensor_tensor): scheduler "
+        f"{k / t_sc:.0f} instr/s, timing-only {k / (t_tc + t_sc):.0f} instr/s"
     )
 
 

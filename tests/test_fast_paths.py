@@ -32,11 +32,31 @@ def _layouts():
 
 
 _KEYS = [
-    0, 2, -1, 5, slice(None), slice(1, 3), slice(0, 0), slice(2, 1), slice(None, 4),
-    slice(-2, None), slice(0, 9999), slice(0, 4, 2), slice(0, 4, 1), (slice(None), 3),
-    (1, slice(0, 2)), (slice(0, 2), slice(1, 2), 0), (0, 0), (0, 0, 0), (True, 0), [0, 1],
-    (slice(None), slice(None), slice(None), slice(None)), Ellipsis, (Ellipsis, 0),
-    (np.int64(1), 0), (slice(np.int64(0), 2),),
+    0,
+    2,
+    -1,
+    5,
+    slice(None),
+    slice(1, 3),
+    slice(0, 0),
+    slice(2, 1),
+    slice(None, 4),
+    slice(-2, None),
+    slice(0, 9999),
+    slice(0, 4, 2),
+    slice(0, 4, 1),
+    (slice(None), 3),
+    (1, slice(0, 2)),
+    (slice(0, 2), slice(1, 2), 0),
+    (0, 0),
+    (0, 0, 0),
+    (True, 0),
+    [0, 1],
+    (slice(None), slice(None), slice(None), slice(None)),
+    Ellipsis,
+    (Ellipsis, 0),
+    (np.int64(1), 0),
+    (slice(np.int64(0), 2),),
 ]
 
 
@@ -76,8 +96,7 @@ def _reference_array(buf: Buffer, lay: Layout) -> np.ndarray:
     """The elements by explicit positions: partition-major storage flattened to 1-D."""
     isz = lay.dtype.itemsize
     raw = buf.raw()
-    typed = raw.view(lay.dtype.storage).reshape(-1) if buf.on_chip else raw.view(
-        lay.dtype.storage)
+    typed = raw.view(lay.dtype.storage).reshape(-1) if buf.on_chip else raw.view(lay.dtype.storage)
     f = buf.nbytes // isz
     out = np.empty(lay.shape, lay.dtype.storage)
     for idx in itertools.product(*(range(n) for n in lay.shape)):
@@ -93,7 +112,13 @@ def _reference_array(buf: Buffer, lay: Layout) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [dt.float32, dt.bfloat16, dt.float8_e5m2, dt.int16])
 @pytest.mark.parametrize(
     ("offset", "shape", "strides"),
-    [(0, (4, 6), (16, 1)), (21, (3, 2, 3), (16, -2, 3)), (5, (4, 3), (16, 0)), (3, (3, 2), (32, 1)), (47, (4,), (-1,))],
+    [
+        (0, (4, 6), (16, 1)),
+        (21, (3, 2, 3), (16, -2, 3)),
+        (5, (4, 3), (16, 0)),
+        (3, (3, 2), (32, 1)),
+        (47, (4,), (-1,)),
+    ],
 )
 def test_strided_array_reads_the_layout_elements(dtype, offset, shape, strides, rng):
     mem = OnChipMemory("sbuf", 8, 256, 64)

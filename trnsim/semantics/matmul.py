@@ -163,8 +163,9 @@ def check_nc_matmul(*, chip, engine, attrs, dst, stationary, moving, **_) -> Non
 
 # Storage dtypes whose values numpy converts to float64 exactly and bit for bit as via fp32
 # (checked over every bit pattern); others (float16 signalling NaNs) go through read_f32.
-_DIRECT_F64 = frozenset({"float32", "tfloat32", "bfloat16", "float8_e4m3", "float8_e5m2",
-                         "float8_e4m3fn"})
+_DIRECT_F64 = frozenset(
+    {"float32", "tfloat32", "bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"}
+)
 
 
 def _scratch(core, key: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:

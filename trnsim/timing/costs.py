@@ -19,7 +19,7 @@ import yaml
 
 from trnsim.chipspec import ChipSpec
 from trnsim.errors import SpecError
-from trnsim.program import Instruction, Operand
+from trnsim.program import Instruction
 from trnsim.timing.models import MODELS, Cost
 
 __all__ = [
@@ -126,7 +126,6 @@ class CostTable:
         self.chip = chip
         self._ops: dict[str, tuple[CostRecord, dict[str, Any]]] = {}
         self._cache: dict[tuple, Cost] = {}
-        self._operand_keys: dict[int, tuple[Operand, tuple]] = {}
 
     def record(self, opcode: str) -> tuple[CostRecord, dict[str, Any]]:
         got = self._ops.get(opcode)
@@ -140,7 +139,7 @@ class CostTable:
 
     def cost_and_key(self, instr: Instruction) -> tuple[Cost, tuple | None]:
         """The cost and the cache key it was filed under (None: not cacheable)."""
-        key = self._signature(instr)
+        key = _signature(instr)
         got = self._cache.get(key) if key is not None else None
         if got is None:
             rec, params = self.record(instr.opcode)
@@ -149,23 +148,40 @@ class CostTable:
                 self._cache[key] = got
         return got, key
 
-    def _operand_key(self, o: Operand) -> tuple:
-        """What cost models read of an operand (not its address). Program records share
-        Operand objects between instructions, so the key is built once per object."""
-        got = self._operand_keys.get(id(o))
-        if got is None or got[0] is not o:
-            r = o.region
-            key = (o.name, r.space, o.dtype, o.elems_per_partition, o.inner_stride_bytes,
-                   o.nbytes, o.partitions)
-            got = self._operand_keys[id(o)] = (o, key)
-        return got[1]
 
-    def _signature(self, ins: Instruction) -> tuple | None:
-        """What cost models read, as a hashable key (None: do not cache)."""
-        ops = tuple([self._operand_key(o) for o in ins.reads])
-        wops = tuple([self._operand_key(o) for o in ins.writes])
-        try:
-            attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
-            return hash((ins.opcode, ins.engine, ops, wops, attrs)), ins.opcode
-        except TypeError:
-            return None
+def _signature(ins: Instruction) -> tuple | None:
+    """What cost models read, as a hashable key (None: do not cache). Not the operands'
+    addresses: no model reads them, so a tile shape at another address hits the cache."""
+    ops = tuple(
+        [
+            (
+                o.name,
+                o.region.space,
+                o.dtype,
+                o.elems_per_partition,
+                o.inner_stride_bytes,
+                o.nbytes,
+                o.partitions,
+            )
+            for o in ins.reads
+        ]
+    )
+    wops = tuple(
+        [
+            (
+                o.name,
+                o.region.space,
+                o.dtype,
+                o.elems_per_partition,
+                o.inner_stride_bytes,
+                o.nbytes,
+                o.partitions,
+            )
+            for o in ins.writes
+        ]
+    )
+    try:
+        attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
+        return hash((ins.opcode, ins.engine, ops, wops, attrs)), ins.opcode
+    except TypeError:
+        return None

@@ -110,25 +110,11 @@ class DependencyTracker:
 
     def __init__(self) -> None:
         self._spaces: dict[tuple[str, int], _Space] = {}
-        # (operand, core) -> its space and node key: program records share Operand objects
-        # between instructions, so each is analysed once.
-        self._keys: dict[tuple[int, int], tuple[Operand, _Space | None, tuple, int]] = {}
 
     def _node(self, op: Operand, core: int) -> _Node | None:
-        got = self._keys.get((id(op), core))
-        if got is None or got[0] is not op:
-            got = self._keys[(id(op), core)] = (op, *self._place(op, core))
-        space, key = got[1], got[2]
-        if space is None:
-            return None
-        n = space.nodes.get(key)
-        return n if n is not None else space.node(key, got[3])
-
-    def _place(self, op: Operand, core: int) -> tuple[_Space | None, tuple, int]:
-        """The operand's space, node key and contiguous run (space None: touches nothing)."""
         r = op.region
         if r.byte_end <= r.byte_start:
-            return None, (), 0
+            return None
         hbm = r.space == "hbm"
         skey = (r.space, core if hbm or r.core is None else r.core)
         space = self._spaces.get(skey)
@@ -136,7 +122,9 @@ class DependencyTracker:
             space = self._spaces[skey] = _Space(_BUCKET_SHIFT.get(r.space, 12))
         pitch, run = row_pattern(op) if hbm else (0, 0)
         p0 = r.partition_start
-        return space, (p0, p0 + r.partitions, r.byte_start, r.byte_end, pitch), run
+        key = (p0, p0 + r.partitions, r.byte_start, r.byte_end, pitch)
+        n = space.nodes.get(key)
+        return n if n is not None else space.node(key, run)
 
     def access(
         self,

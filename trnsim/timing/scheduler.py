@@ -173,8 +173,9 @@ class Scheduler:
                 p = period[eng]
                 self._ticks[i] = (cost.ii * p, cost.latency * p)
                 if eng in _PORT_ENGINES:
-                    # Filed under the cost key plus the operands' addresses (PSUM banks).
-                    psig = sig and (sig, *[o.region.byte_start for o in ins.operands])
+                    # Filed under the cost key, the core and the operands' addresses (PSUM
+                    # banks): ports are per core.
+                    psig = sig and (sig, ins.core, *[o.region.byte_start for o in ins.operands])
                     pk = port_cache.get(psig, _MISSING) if psig is not None else _MISSING
                     if pk is _MISSING:
                         pk = self.ports.keys_of(ins, eng, cost)
