@@ -147,79 +147,16 @@ def to_trace(profile: Profile, kernel: str = "", dma_rows: str = "queue",
     return Trace(tracks, slices, counters, meta)
 
 
-_COUNTER_NAMES = {"pending_dma": ("Pending DMA count", "transfers"),
-                  "hbm_throughput": ("HBM throughput", "GB/s")}
-
-
-def _step_series(deltas: dict[float, float], max_points: int = 4000) -> list[tuple[float, float]]:
-    out, cur = [(0.0, 0.0)], 0.0
-    times = sorted(deltas)
-    step = max(1, len(times) // max_points)
-    for n, t in enumerate(times):
-        cur += deltas[t]
-        if n % step == 0 or n == len(times) - 1:
-            out.append((t, max(0.0, cur)))
-    return out
-
-
-def dma_throughput(profile: Profile) -> list[tuple[float, float]]:
-    """All DMA traffic (HBM and SBUF<->SBUF) in GB/s over time, each packet spread evenly."""
-    deltas: dict[float, float] = {}
-    for t in profile.dma_transfers:
-        if t.end_ns > t.start_ns and t.nbytes:
-            r = t.nbytes / (t.end_ns - t.start_ns)  # bytes/ns = GB/s
-            deltas[t.start_ns] = deltas.get(t.start_ns, 0.0) + r
-            deltas[t.end_ns] = deltas.get(t.end_ns, 0.0) - r
-    return _step_series(deltas)
-
-
-def tensor_utilization(profile: Profile, core: int, window_ns: float = 500.0
-                       ) -> list[tuple[float, float]]:
-    """Fraction of each `window_ns` window in which TensorMatrix (MultiplyMoving) is busy."""
-    spans = sorted((e.start_ns, e.end_ns) for e in profile.events
-                   if e.core == core and e.row == "tensor_matrix")
-    if not spans:
-        return []
-    n = int(profile.latency_ns // window_ns) + 1
-    busy = [0.0] * n
-    merged: list[tuple[float, float]] = []
-    for a, b in spans:
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    for a, b in merged:
-        w = int(a // window_ns)
-        while w < n and w * window_ns < b:
-            lo, hi = max(a, w * window_ns), min(b, (w + 1) * window_ns)
-            busy[w] += max(0.0, hi - lo)
-            w += 1
-    return [(w * window_ns, busy[w] / window_ns) for w in range(n)] + [(n * window_ns, 0.0)]
-
-
-def psum_bank_usage(profile: Profile, core: int) -> dict[int, list[tuple[float, float]]]:
-    """Bytes per partition live in each 2 KiB PSUM bank over time (first to last access)."""
-    bank_bytes = profile.chip.psum.bank_bytes
-    live: dict[tuple[int, int], list[float]] = {}
-    for ins in profile.program:
-        if ins.core != core:
-            continue
-        for o in ins.operands:
-            r = o.region
-            if r.space != "psum":
-                continue
-            span = live.setdefault((r.byte_start, r.byte_end), [profile.start_ns(ins.index),
-                                                                 profile.end_ns(ins.index)])
-            span[0] = min(span[0], profile.start_ns(ins.index))
-            span[1] = max(span[1], profile.end_ns(ins.index))
-    per_bank: dict[int, dict[float, float]] = {}
-    for (b0, b1), (t0, t1) in live.items():
-        for bank in range(b0 // bank_bytes, (b1 - 1) // bank_bytes + 1):
-            lo, hi = max(b0, bank * bank_bytes), min(b1, (bank + 1) * bank_bytes)
-            d = per_bank.setdefault(bank, {})
-            d[t0] = d.get(t0, 0.0) + (hi - lo)
-            d[t1] = d.get(t1, 0.0) - (hi - lo)
-    return {bank: _step_series(d) for bank, d in sorted(per_bank.items())}
+# Profile counter keys -> (track name, unit); per-core keys end in "[core]".
+_COUNTERS = {
+    "pending_dma": ("Pending DMA count", "transfers"),
+    "hbm_throughput": ("HBM throughput", "GB/s"),
+    "dma_throughput": ("DMA throughput", "GB/s"),
+    "sbuf_usage": ("SBUF usage", "bytes/partition"),
+    "psum_usage": ("PSUM usage", "bytes/partition"),
+    "throttle": ("TensorE throttle", "utilization cap"),
+    "tensor_utilization": ("TensorE utilization", "fraction busy"),
+}
 
 
 def _counters(profile: Profile, offset_ns: float) -> list[Counter]:
@@ -227,29 +164,16 @@ def _counters(profile: Profile, offset_ns: float) -> list[Counter]:
     for key, points in profile.counters.items():
         if not points:
             continue
-        if key in _COUNTER_NAMES:
-            name, unit = _COUNTER_NAMES[key]
-            group = ""
+        base, _, core = key.partition("[")
+        if base.startswith("psum_bank"):
+            name, unit = f"PSUM bank{base[9:].removesuffix('_usage')} usage", "bytes/partition"
         else:
-            base, _, core = key.partition("[")
+            name, unit = _COUNTERS.get(base, (base, ""))
+        group = ""
+        if core:
             core = core.rstrip("]")
-            name, unit = {"sbuf_usage": ("SBUF usage", "bytes/partition"),
-                          "psum_usage": ("PSUM usage", "bytes/partition"),
-                          "throttle": ("TensorE throttle", "utilization cap")}.get(
-                              base, (base, ""))
-            name = f"{name}(nc{core})"
-            group = f"nc{core}"
+            name, group = f"{name}(nc{core})", f"nc{core}"
         out.append(Counter(name, unit, tuple((offset_ns + t, v) for t, v in points), group))
-    extra = [("DMA throughput", "GB/s", dma_throughput(profile), "")]
-    for core in profile.cores:
-        extra.append((f"TensorE utilization(nc{core})", "fraction busy",
-                      tensor_utilization(profile, core), f"nc{core}"))
-        for bank, pts in psum_bank_usage(profile, core).items():
-            extra.append((f"PSUM bank{bank} usage(nc{core})", "bytes/partition", pts,
-                          f"nc{core}"))
-    for name, unit, pts, group in extra:
-        if pts:
-            out.append(Counter(name, unit, tuple((offset_ns + t, v) for t, v in pts), group))
     return out
 
 

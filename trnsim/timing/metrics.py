@@ -73,16 +73,10 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     return total
 
 
-def usage_samples(
-    program: list[Instruction],
-    start: list[float],
-    end: list[float],
-    space: str,
-    core: int,
-    max_points: int = 4000,
-) -> list[tuple[float, int]]:
-    """Bytes per partition of `space` held over time: a region is live from its first access's
-    start to its last access's end (the footprint the compiler's allocator must provide)."""
+def live_regions(program: list[Instruction], start: list[float], end: list[float], space: str,
+                 core: int) -> dict[tuple[int, int], list[float]]:
+    """(byte_start, byte_end) -> [first access start, last access end] of each region of
+    `space` on `core`: how long the compiler's allocator must keep it."""
     live: dict[tuple[int, int], list[float]] = {}
     for ins in program:
         if ins.core != core:
@@ -98,6 +92,20 @@ def usage_samples(
             else:
                 span[0] = min(span[0], start[ins.index])
                 span[1] = max(span[1], end[ins.index])
+    return live
+
+
+def usage_samples(
+    program: list[Instruction],
+    start: list[float],
+    end: list[float],
+    space: str,
+    core: int,
+    max_points: int = 4000,
+) -> list[tuple[float, int]]:
+    """Bytes per partition of `space` held over time: a region is live from its first access's
+    start to its last access's end (the footprint the compiler's allocator must provide)."""
+    live = live_regions(program, start, end, space, core)
     events = sorted(
         [(s, 1, k) for k, (s, _) in live.items()] + [(e, -1, k) for k, (_, e) in live.items()],
         key=lambda x: (x[0], -x[1]),
@@ -114,6 +122,64 @@ def usage_samples(
     return out
 
 
+def psum_bank_usage(program: list[Instruction], start: list[float], end: list[float],
+                    core: int, bank_bytes: int) -> dict[int, list[tuple[float, float]]]:
+    """Bytes per partition live in each PSUM bank over time (first to last access)."""
+    per_bank: dict[int, dict[float, float]] = {}
+    for (b0, b1), (t0, t1) in live_regions(program, start, end, "psum", core).items():
+        for bank in range(b0 // bank_bytes, (b1 - 1) // bank_bytes + 1):
+            n = min(b1, (bank + 1) * bank_bytes) - max(b0, bank * bank_bytes)
+            d = per_bank.setdefault(bank, {})
+            d[t0] = d.get(t0, 0.0) + n
+            d[t1] = d.get(t1, 0.0) - n
+    return {bank: step_series(d) for bank, d in sorted(per_bank.items())}
+
+
+def step_series(deltas: dict[float, float], scale: float = 1.0, time_scale: float = 1.0,
+                max_points: int = 4000) -> list[tuple[float, float]]:
+    """A step function from value changes at given times (thinned to about max_points)."""
+    out, cur = [(0.0, 0.0)], 0.0
+    times = sorted(deltas)
+    step = max(1, len(times) // max_points)
+    for n, t in enumerate(times):
+        cur += deltas[t]
+        if n % step == 0 or n == len(times) - 1:
+            out.append((t / time_scale, max(0.0, cur) * scale))
+    return out
+
+
+def rate_series(spans: Iterable[tuple[float, float, float]]) -> list[tuple[float, float]]:
+    """Throughput over time from (start, end, amount) spans, each spread evenly over its span."""
+    deltas: dict[float, float] = {}
+    for t0, t1, amount in spans:
+        if t1 > t0 and amount:
+            r = amount / (t1 - t0)
+            deltas[t0] = deltas.get(t0, 0.0) + r
+            deltas[t1] = deltas.get(t1, 0.0) - r
+    return step_series(deltas)
+
+
+def busy_fraction(spans: Iterable[tuple[float, float]], total: float, window: float
+                  ) -> list[tuple[float, float]]:
+    """Fraction of each `window` of [0, total) covered by the union of `spans`."""
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    if not merged:
+        return []
+    n = int(total // window) + 1
+    busy = [0.0] * n
+    for a, b in merged:
+        w = int(a // window)
+        while w < n and w * window < b:
+            busy[w] += max(0.0, min(b, (w + 1) * window) - max(a, w * window))
+            w += 1
+    return [(w * window, busy[w] / window) for w in range(n)] + [(n * window, 0.0)]
+
+
 def hbm_throughput(
     chunks: list, ticks_per_ns: float, max_points: int = 4000
 ) -> list[tuple[float, float]]:
@@ -124,11 +190,5 @@ def hbm_throughput(
             r = c.nbytes * c.hbm_weight / (c.end - c.stream_start)
             deltas[c.stream_start] = deltas.get(c.stream_start, 0.0) + r
             deltas[c.end] = deltas.get(c.end, 0.0) - r
-    out, cur = [(0.0, 0.0)], 0.0
-    times = sorted(deltas)
-    step = max(1, len(times) // max_points)
-    for n, t in enumerate(times):
-        cur += deltas[t]
-        if n % step == 0 or n == len(times) - 1:
-            out.append((t / ticks_per_ns, max(0.0, cur) * ticks_per_ns))
-    return out
+    return step_series(deltas, scale=ticks_per_ns, time_scale=ticks_per_ns,
+                       max_points=max_points)

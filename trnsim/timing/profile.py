@@ -15,10 +15,13 @@ from trnsim.program import Instruction
 from trnsim.timing.deps import Dep
 from trnsim.timing.metrics import (
     TENSOR_OPS,
+    busy_fraction,
     flops_adjustment,
     hbm_throughput,
     is_transpose,
     matmul_flops,
+    psum_bank_usage,
+    rate_series,
     union_length,
     usage_samples,
 )
@@ -299,6 +302,14 @@ class Profile:
                 out[f"{space}_usage[{c}]"] = [
                     (t, float(b)) for t, b in usage_samples(self.program, start, end, space, c)
                 ]
+            out[f"tensor_utilization[{c}]"] = busy_fraction(
+                ((e.start_ns, e.end_ns) for e in self.events
+                 if e.core == c and e.row == "tensor_matrix"), self.latency_ns, 500.0)
+            banks = psum_bank_usage(self.program, start, end, c, self.chip.psum.bank_bytes)
+            for bank, pts in banks.items():
+                out[f"psum_bank{bank}_usage[{c}]"] = pts
+        out["dma_throughput"] = rate_series(
+            (t.start_ns, t.end_ns, t.nbytes) for t in self.dma_transfers)
         return out
 
     def summary(self) -> dict[str, Any]:
