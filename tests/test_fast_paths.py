@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from trnsim import dtypes as dt
+from trnsim.allocation import OnChipMemory
 from trnsim.core import _poison_bits, fill_poison
-from trnsim.memory import Buffer, Layout, OnChipMemory, View, poison_value, region_of
+from trnsim.memory import Buffer, Layout, View, poison_value, region_of
 from trnsim.nki import views as vw
 from trnsim.semantics._tensor_rules import psum_words
 

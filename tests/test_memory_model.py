@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from trnsim import dtypes as dt
+from trnsim.allocation import HBM, Allocator, OnChipMemory
 from trnsim.errors import AllocationError, OutOfBoundsError
-from trnsim.memory import HBM, Allocator, Buffer, Layout, OnChipMemory, View, check_bounds
+from trnsim.memory import Buffer, Layout, View, check_bounds
 
 GiB = 1 << 30
 

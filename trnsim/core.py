@@ -14,13 +14,12 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim import semantics as sem
+from trnsim.allocation import HBM, OnChipMemory
 from trnsim.errors import ConstraintError, UnsupportedError
 from trnsim.memory import (
-    HBM,
     ON_CHIP,
     Buffer,
     Layout,
-    OnChipMemory,
     View,
     check_bounds,
     poison_value,

@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
+from trnsim.allocation import Allocator
 from trnsim.errors import SimulationWarning
-from trnsim.memory import Allocator, Buffer, Layout, View, poison_value
+from trnsim.memory import Buffer, Layout, View, poison_value
 from trnsim.program import capture_location
 
 OVERFLOW_ALIGN = 64  # bytes, as SBUF_ALIGN

@@ -1,0 +1,147 @@
+"""Simulated memories and their allocators: lazy HBM per chip, SBUF/PSUM per core.
+
+Knows errors; knows nothing about dtypes, views, instructions or time.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+
+import numpy as np
+
+from trnsim.errors import AllocationError
+
+# Linux value of MAP_NORESERVE; the mmap module only exposes it from Python 3.13 on.
+_MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
+
+HBM_ALIGN = 64  # bytes; allocation granularity of HBM tensors
+
+
+class Allocator:
+    """Next-fit allocator over rectangles [p0, p1) x [b0, b1).
+
+    Next-fit (search from just after the previous allocation, wrapping) makes successive
+    allocations of a loop body land on different addresses until capacity runs out: the
+    way the compiler multi-buffers tiles, so region-based dependencies stay true ones.
+    """
+
+    def __init__(self, space: str, partitions: int, nbytes: int, align: int,
+                 capacity_note: str = ""):
+        self.space = space
+        self.partitions = partitions
+        self.nbytes = nbytes
+        self.align = align
+        self.capacity_note = capacity_note  # appended to capacities in messages
+        self._live: dict[int, tuple[int, int, int, int]] = {}
+        self._next_id = 0
+        self._cursor = 0
+
+    @property
+    def used_bytes(self) -> int:
+        return sum((p1 - p0) * (b1 - b0) for p0, p1, b0, b1 in self._live.values())
+
+    def _fits(self, p0: int, p1: int, b0: int, b1: int) -> int | None:
+        """None if free, else the end byte of a blocking allocation."""
+        block = None
+        for q0, q1, c0, c1 in self._live.values():
+            if q0 < p1 and p0 < q1 and c0 < b1 and b0 < c1:
+                block = c1 if block is None else max(block, c1)
+        return block
+
+    def allocate(self, p0: int, partitions: int, size: int,
+                 align: int | None = None) -> tuple[int, int]:
+        """Find `size` bytes in partitions [p0, p0+partitions); returns (handle, byte_start)."""
+        align = align or self.align
+        size = max(size, 1)
+        p1 = p0 + partitions
+        for start in (self._cursor, 0):
+            b0 = _round_up(start, align)
+            while b0 + size <= self.nbytes:
+                block = self._fits(p0, p1, b0, b0 + size)
+                if block is None:
+                    return self._take(p0, p1, b0, size), b0
+                b0 = _round_up(block, align)
+        raise self._full_error(p0, partitions, size)
+
+    def _full_error(self, p0: int, partitions: int, size: int) -> AllocationError:
+        """requested / free / capacity, in bytes per partition (total bytes in HBM)."""
+        unit = " per partition" if self.partitions > 1 else ""
+        what = f"{size} bytes{unit}" + (f" x {partitions} partitions" if unit else "")
+        usable = " usable" if self.capacity_note else ""
+        if size > self.nbytes:
+            holds = "a partition holds" if unit else "the space holds"
+            return AllocationError(
+                f"{self.space}: cannot allocate {what}: requested {size} bytes{unit} but "
+                f"{holds} {self.nbytes}{usable and usable + ' bytes'}{self.capacity_note}"
+            )
+        used = [0] * self.partitions
+        for q0, q1, c0, c1 in self._live.values():
+            for p in range(max(q0, p0), min(q1, p0 + partitions)):
+                used[p] += c1 - c0
+        free = self.nbytes - max(used[p0:p0 + partitions], default=0)
+        why = "fragmented" if free >= size else "full"
+        where = f" in the fullest of partitions [{p0}, {p0 + partitions})" if unit else ""
+        return AllocationError(
+            f"{self.space}: cannot allocate {what}: requested {size}, free {free}{where} ({why}), "
+            f"capacity {self.nbytes}{usable} bytes{unit}{self.capacity_note}; "
+            f"{self.used_bytes} of {self.partitions * self.nbytes} bytes in use"
+        )
+
+    def place(self, p0: int, partitions: int, b0: int, size: int) -> int:
+        """Claim an explicit address (nl.ndarray(address=...)); overlapping claims are allowed,
+        as on hardware, where the user owns placement."""
+        if p0 < 0 or p0 + partitions > self.partitions or b0 < 0 or b0 + size > self.nbytes:
+            raise AllocationError(
+                f"{self.space}: address (partition {p0}, byte {b0}) with {partitions} partitions x "
+                f"{size} bytes is outside [0, {self.partitions}) x [0, {self.nbytes})"
+                + (f" usable bytes{self.capacity_note}" if self.capacity_note else "")
+            )
+        return self._take(p0, p0 + partitions, b0, size, advance=False)
+
+    def _take(self, p0: int, p1: int, b0: int, size: int, advance: bool = True) -> int:
+        handle = self._next_id
+        self._next_id += 1
+        self._live[handle] = (p0, p1, b0, b0 + size)
+        if advance:
+            self._cursor = b0 + size if b0 + size < self.nbytes else 0
+        return handle
+
+    def free(self, handle: int) -> None:
+        self._live.pop(handle, None)
+
+
+def _round_up(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+class HBM:
+    """A chip's HBM: one lazily backed flat byte space (pages materialize on first write)."""
+
+    def __init__(self, capacity_bytes: int):
+        self.capacity_bytes = capacity_bytes
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
+        self._map = mmap.mmap(-1, capacity_bytes, flags=flags)
+        self.data = np.frombuffer(self._map, dtype=np.uint8)
+        self.allocator = Allocator("hbm", 1, capacity_bytes, HBM_ALIGN)
+
+    def allocate(self, nbytes: int) -> tuple[int, int]:
+        """(handle, byte offset) of a fresh block; raises AllocationError when full."""
+        return self.allocator.allocate(0, 1, nbytes)
+
+
+class OnChipMemory:
+    """SBUF or PSUM of one NeuronCore: partitions x bytes, allocated lazily by numpy."""
+
+    def __init__(self, space: str, partitions: int, bytes_per_partition: int, align: int,
+                 usable_bytes_per_partition: int | None = None):
+        self.space = space
+        self.partitions = partitions
+        self.bytes_per_partition = bytes_per_partition
+        self.data = np.zeros((partitions, bytes_per_partition), dtype=np.uint8)
+        # The compiler reserves the top of each SBUF partition: kernels allocate (automatically
+        # or at an explicit address) only below the usable size (nki-api.md §3.3, §3.6).
+        usable = usable_bytes_per_partition or bytes_per_partition
+        note = (f" (of {bytes_per_partition}; nl.tile_size.total_available_sbuf_size)"
+                if usable < bytes_per_partition else "")
+        self.allocator = Allocator(space, partitions, usable, align, note)
