@@ -17,6 +17,7 @@ from typing import Any
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError
 from trnsim.memory import Buffer, Layout, View, check_bounds
+from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
 from trnsim.nki.tensor_dynamic import (
     DynamicAccess,
@@ -183,14 +184,14 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
     @_user_errors
     def permute(self, dims: Any) -> NkiTensor:
         """Reorder dimensions; on chip dims[0] must stay 0."""
-        dims = vw.check_permutation(dims, self.ndim)
+        dims = vs.check_permutation(dims, self.ndim)
         if (self.on_chip or self._dyn_dim() == 0) and dims and dims[0] != 0:
             raise ConstraintError(
                 f"permute of {self.buffer.label}: dims[0] must be 0 (the partition "
                 f"dimension stays outermost), got {dims}"
             )
         return self._derive(
-            vw.permute(self.layout, dims), self._moved_dynamic(list(dims)), "permute"
+            vs.permute(self.layout, dims), self._moved_dynamic(list(dims)), "permute"
         )
 
     @_user_errors
@@ -199,7 +200,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         d = vw._dim(dim, self.ndim, "broadcast: dimension")
         self._check_free_dim(d, "broadcast")
         return self._derive(
-            vw.broadcast(self.layout, d, index_value(size), self.buffer.label),
+            vs.broadcast(self.layout, d, index_value(size), self.buffer.label),
             self.dynamic,
             "broadcast",
         )
@@ -210,7 +211,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         d = vw._dim(dim, self.ndim, "expand_dim: dimension", allow_end=True)
         self._check_free_dim(d, "expand_dim")
         kept = [*list(range(d)), -1, *list(range(d, self.ndim))]
-        return self._derive(vw.expand_dim(self.layout, d), self._moved_dynamic(kept), "expand_dim")
+        return self._derive(vs.expand_dim(self.layout, d), self._moved_dynamic(kept), "expand_dim")
 
     @_user_errors
     def squeeze_dim(self, dim: int) -> NkiTensor:
@@ -220,7 +221,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         self._check_not_indirect_dim(d, "squeeze_dim")
         kept = [k for k in range(self.ndim) if k != d]
         return self._derive(
-            vw.squeeze_dim(self.layout, d, self.buffer.label),
+            vs.squeeze_dim(self.layout, d, self.buffer.label),
             self._moved_dynamic(kept),
             "squeeze_dim",
         )
@@ -233,7 +234,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         if len(shape) != 1:
             self._check_free_dim(d, "reshape_dim")
             self._check_not_indirect_dim(d, "reshape_dim")
-        lay = vw.reshape_dim(self.layout, d, shape, self.buffer.label)
+        lay = vs.reshape_dim(self.layout, d, shape, self.buffer.label)
         kept = list(range(d)) + [d] + [-1] * (len(shape) - 1) + list(range(d + 1, self.ndim))
         return self._derive(lay, self._moved_dynamic(kept), "reshape_dim")
 
@@ -245,7 +246,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         self._check_free_dim(s, "flatten_dims")
         for k in range(s, e + 1):
             self._check_not_indirect_dim(k, "flatten_dims")
-        lay = vw.flatten_dims(self.layout, s, e, self.buffer.label)
+        lay = vs.flatten_dims(self.layout, s, e, self.buffer.label)
         kept = [*list(range(s)), s, *list(range(e + 1, self.ndim))]
         return self._derive(lay, self._moved_dynamic(kept), "flatten_dims")
 
@@ -261,7 +262,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
                     f"its indirect dimension 0 ({self.shape[0]})"
                 )
             head = Layout(self.dtype, self.offset, self.shape[1:], self.strides[1:])
-            sub = vw.reshape(head, shape[1:], False, self.buffer.label)
+            sub = vs.reshape(head, shape[1:], False, self.buffer.label)
             lay = Layout(
                 self.dtype,
                 self.offset,
@@ -270,7 +271,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             )
             return self._derive(lay, self.dynamic, "reshape")
         return self._derive(
-            vw.reshape(self.layout, shape, self.on_chip, self.buffer.label), self.dynamic, "reshape"
+            vs.reshape(self.layout, shape, self.on_chip, self.buffer.label), self.dynamic, "reshape"
         )
 
     @_user_errors
@@ -282,14 +283,14 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         t.rearrange(('b', ('h', 'w')), ('b', 'w', 'h'), {'h': 4}) splits dim 1 into (h, w)
         and swaps them; string patterns ('b (h w)') work too.
         """
-        src, dst = vw.parse_pattern(src_pattern), vw.parse_pattern(dst_pattern)
+        src, dst = vs.parse_pattern(src_pattern), vs.parse_pattern(dst_pattern)
         if len(src) != self.ndim:
             raise ConstraintError(
                 f"rearrange of {self.buffer.label}: source pattern {src} has "
                 f"{len(src)} dimensions, the tensor has {self.ndim}"
             )
         fixed = dict(fixed_sizes or {})
-        src_atoms, dst_atoms = vw.atoms(src), vw.atoms(dst)
+        src_atoms, dst_atoms = vs.atoms(src), vs.atoms(dst)
         if sorted(src_atoms) != sorted(dst_atoms):
             raise ConstraintError(f"rearrange: names {dst_atoms} do not match {src_atoms}")
         t = self
@@ -323,7 +324,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
                 f"view of {self.buffer.label} as {new.name}: {self.buffer.nbytes} "
                 f"bytes per partition is not a multiple of {new.itemsize}"
             )
-        lay = vw.view_dtype(self.layout, new, self._elems_per_partition(), self.buffer.label)
+        lay = vs.view_dtype(self.layout, new, self._elems_per_partition(), self.buffer.label)
         return self._derive(lay, None, "view")
 
     reinterpret_cast = view
@@ -338,7 +339,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         return [[int(s), int(n)] for n, s in zip(self.shape, self.strides, strict=True)]
 
     def is_contiguous(self) -> bool:
-        return vw.is_contiguous(self.layout)
+        return vs.is_contiguous(self.layout)
 
     def is_indirect(self) -> bool:
         return self.dynamic is not None

@@ -18,6 +18,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
 from trnsim.memory import Layout, View
+from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
 from trnsim.nki.views import DynSlice, index_value
 from trnsim.program import Region, capture_location
@@ -358,7 +359,7 @@ class DynamicAccess:
         n = index.size if num_elem is None else index_value(num_elem)
         free = self.shape[1:]
         free_strides = self.strides[1:]
-        if not vw.dims_mergeable(free, free_strides):
+        if not vs.dims_mergeable(free, free_strides):
             raise ConstraintError(
                 f"indirect of {self.buffer.label}: the free dimensions must be contiguous"
             )

@@ -10,7 +10,7 @@ from typing import Any
 
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import ConstraintError
-from trnsim.nki import views as vw
+from trnsim.nki import view_shapes as vs
 
 
 def reshape(t: tensor, shape: tuple[int, ...]) -> tensor:
@@ -20,7 +20,7 @@ def reshape(t: tensor, shape: tuple[int, ...]) -> tensor:
         raise ConstraintError(
             f"reshape of `{t.name}`: index away the block dimensions first (shape {list(t.shape)})"
         )
-    new = vw.reshape(lay, shape, t.on_chip, t.name)
+    new = vs.reshape(lay, shape, t.on_chip, t.name)
     return tensor.whole(t._buf, new, 0 if t.on_chip else None)
 
 
@@ -31,5 +31,5 @@ def bitcast(t: tensor, dtype: Any) -> tensor:
     new_dtype = resolve_dtype(dtype)
     lay = t.layout()
     f = t._buf.elems_per_partition(t.dtype) if t.on_chip else None
-    new = vw.view_dtype(lay, new_dtype, f, t.name)
+    new = vs.view_dtype(lay, new_dtype, f, t.name)
     return tensor.whole(t._buf, new, 0 if t.on_chip else None)
