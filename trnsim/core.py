@@ -64,16 +64,26 @@ def operand_record(name: str, view: View) -> Operand:
 
 
 def _operand_parts(view: View) -> tuple[str, tuple[int, ...], int, int, int, int, int]:
-    """Operand fields dtype .. contiguous_bytes of a view."""
+    """Operand fields dtype .. contiguous_bytes of a view: a function of the layout's shape,
+    strides and dtype alone, so a loop's fresh slices of equal geometry share them."""
     lay = view.layout
-    isz = lay.dtype.itemsize
+    return _geometry_parts(lay.dtype, lay.shape, lay.strides, view.buffer.on_chip)
+
+
+@functools.lru_cache(maxsize=4096)
+def _geometry_parts(dtype: dt.DType, shape: tuple[int, ...], strides: tuple[int, ...],
+                    on_chip: bool) -> tuple[str, tuple[int, ...], int, int, int, int, int]:
+    lay = Layout(dtype, 0, shape, strides)
+    isz = dtype.itemsize
     inner = 0
-    for n, s in reversed(list(zip(lay.shape, lay.strides, strict=True))):
+    for n, s in reversed(list(zip(shape, strides, strict=True))):
         if n > 1:
             inner = abs(s) * isz
             break
-    return (lay.dtype.name, lay.shape, view.partition_count(), view.elems_per_partition(),
-            lay.size * isz, inner or isz, contiguous_run_bytes(lay, view.buffer.on_chip))
+    parts = shape[0] if on_chip and shape else 1
+    per_partition = math.prod(shape[1:] if on_chip else shape)
+    return (dtype.name, shape, parts, per_partition, lay.size * isz, inner or isz,
+            contiguous_run_bytes(lay, on_chip))
 
 
 @functools.cache

@@ -124,7 +124,7 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
     ctx = current(f"nisa.{opcode}")
     try:
         spec = instruction_specs().get(opcode)
-        op_names = set(spec.operands) if spec is not None else set()
+        op_names = spec.operands if spec is not None else {}
         operands = {k: v for k, v in kwargs.items() if k in op_names}
         attrs = {k: v for k, v in kwargs.items() if k not in op_names}
         chosen = _engine_name(eng)
