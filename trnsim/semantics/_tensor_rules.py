@@ -73,35 +73,55 @@ def psum_words(view: View) -> tuple[Any, Any]:
 
 
 def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulate) -> None:
-    """Store a matmul result (fp32, shaped like dst) with the per-element accumulate rule."""
+    """Store a matmul result (shaped like dst) with the per-element accumulate rule.
+
+    `result` is fp32, or float64 to be rounded to fp32 here, once: an fp32 PSUM dst then takes
+    the rounding and the add in one pass over the data (numpy casts the float64 operand to fp32
+    before the fp32 add, in cache-sized chunks), which is the result's largest cost after the
+    product itself."""
     rows, words = psum_words(dst)
-    written = core.psum_accumulating[rows, words]
+    add = _accumulate_mask(core, instr, dst, rows, words, accumulate)
+    every = bool(add.all())
+    some = every or bool(add.any())
+    with np.errstate(all="ignore"):
+        if _plain_fp32(dst) and every:
+            psum = dst.array()
+            np.add(psum, result, out=psum, dtype=np.float32, casting="unsafe")
+            result = None
+        elif _plain_fp32(dst) and not some:
+            np.copyto(dst.array(), result, casting="same_kind")  # one rounding to fp32
+            result = None
+        else:
+            result = np.asarray(result, dtype=np.float32)  # the one rounding to fp32
+            if every:
+                result = dst.read_f32() + result  # fp32 PSUM add
+            elif some:
+                result = np.where(add, dst.read_f32() + result, result)
+    if result is not None:
+        dst.write(result)
+    core.psum_accumulating[rows, words] = True
+
+
+def _accumulate_mask(core, instr: str, dst: View, rows, words, accumulate) -> np.ndarray:
+    """Where the result adds onto PSUM (True) rather than overwrites it: a bool array shaped
+    like dst, or one numpy bool for every element."""
     if accumulate is None:
-        add = written
-    elif accumulate:
-        add = np.ones(dst.shape, dtype=bool)
+        return core.psum_accumulating[rows, words]
+    if accumulate:
+        written = core.psum_accumulating[rows, words]
         if not written.all():
             warn(
                 f"{instr}: accumulate=True onto {int((~written).sum())} PSUM element(s) of "
                 f"'{dst.name}' that nothing wrote since allocation; the sum includes their "
                 "undefined contents (use accumulate=False or None for the first matmul)"
             )
-    else:
-        add = np.zeros(dst.shape, dtype=bool)
-    result = np.asarray(result, dtype=np.float32)
-    if add.all():
-        with np.errstate(all="ignore"):
-            if dst.dtype.name == "float32" and getattr(dst, "dynamic", None) is None:
-                psum = dst.array()  # fp32 PSUM add, in place
-                np.add(psum, result, out=psum)
-                core.psum_accumulating[rows, words] = True
-                return
-            result = dst.read_f32() + result  # fp32 PSUM add
-    elif add.any():
-        with np.errstate(all="ignore"):
-            result = np.where(add, dst.read_f32() + result, result)
-    dst.write(result)
-    core.psum_accumulating[rows, words] = True
+        return np.bool_(True)
+    return np.bool_(False)
+
+
+def _plain_fp32(dst: View) -> bool:
+    """An fp32 dst at a static address: numpy can round and add into its memory directly."""
+    return dst.dtype.name == "float32" and getattr(dst, "dynamic", None) is None
 
 
 def write_bits(dst: View, bits: np.ndarray) -> None:

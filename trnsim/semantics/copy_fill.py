@@ -53,7 +53,8 @@ def tensor_copy(core: Any, *, engine: str, dst: View, src: View) -> None:
     """Vector/GpSimd copy bit-exactly when dtypes match; otherwise (and always on ScalarE)
     through fp32, so integers beyond 2^24 round (nki-api.md §5A.2)."""
     if src.dtype == dst.dtype and engine != "scalar":
-        dst.write_raw(src.read().reshape(dst.shape))
+        # No copy of src first: numpy copies overlapping source memory itself when assigning.
+        dst.write_raw(src.array().reshape(dst.shape))
     else:
         dst.write(src.read_f32().reshape(dst.shape))
 

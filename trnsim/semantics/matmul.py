@@ -220,12 +220,11 @@ def nc_matmul(
     double_row = perf_mode_name(perf_mode) == "double_row"
     s = _matrix(core, "stationary", stationary, double_row)
     m = _matrix(core, "moving", moving, double_row)
-    shape = (s.shape[1], m.shape[1])
-    out, prod = _scratch(core, "out", shape, np.float64), _scratch(core, "prod", shape, np.float32)
+    out = _scratch(core, "out", (s.shape[1], m.shape[1]), np.float64)
     with np.errstate(all="ignore"):
         np.matmul(s.T, m, out=out)  # NaN/Inf spread as in a real dot product
-        np.copyto(prod, out, casting="same_kind")  # one rounding to fp32
-    write_psum_result(core, "nc_matmul", dst, prod.reshape(dst.shape), accumulate)
+    # Rounded to fp32 once, as it is stored (fused with the PSUM add).
+    write_psum_result(core, "nc_matmul", dst, out.reshape(dst.shape), accumulate)
 
 
 # ---------------------------------------------------------------- transposes
