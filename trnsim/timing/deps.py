@@ -32,14 +32,31 @@ class Dep(NamedTuple):
 
 
 class _Node:
-    __slots__ = ("b0", "b1", "neighbours", "p0", "p1", "pitch", "readers", "run", "writer")
+    """One distinct region: its last writer (and that writer's queue) and the readers since,
+    per queue. `links` pairs each overlapping node with whether this node covers it."""
+
+    __slots__ = (
+        "b0",
+        "b1",
+        "links",
+        "neighbours",
+        "p0",
+        "p1",
+        "pitch",
+        "readers",
+        "run",
+        "writer",
+        "writer_queue",
+    )
 
     def __init__(self, p0: int, p1: int, b0: int, b1: int, pitch: int, run: int):
         self.p0, self.p1, self.b0, self.b1 = p0, p1, b0, b1
         self.pitch, self.run = pitch, run
         self.writer = -1
+        self.writer_queue: object = None
         self.readers: dict[object, int] = {}
         self.neighbours: list[_Node] = []
+        self.links: list[tuple[_Node, bool]] = []
 
     def overlaps(self, o: _Node) -> bool:
         if self.b1 <= o.b0 or o.b1 <= self.b0 or self.p1 <= o.p0 or o.p1 <= self.p0:
@@ -61,6 +78,12 @@ class _Node:
             and (not self.pitch or o.b0 % self.pitch + o.run <= self.b0 % self.pitch + self.run)
         )
 
+    def link(self, o: _Node) -> None:
+        self.neighbours.append(o)
+        self.links.append((o, self.covers(o)))
+        o.neighbours.append(self)
+        o.links.append((self, o.covers(self)))
+
 
 class _Space:
     """The nodes of one memory space of one core, with a bucket index for first lookups."""
@@ -73,19 +96,30 @@ class _Space:
         self.buckets: dict[int, list[_Node]] = {}
 
     def node(self, key: tuple[int, int, int, int, int], run: int) -> _Node:
-        n = _Node(key[0], key[1], key[2], key[3], key[4], run)
-        seen: set[int] = set()
+        """A new node for `key`, linked to every node it overlaps (found in its buckets; the
+        bounding-box test is inlined: most candidates fail it)."""
+        p0, p1, b0, b1, pitch = key
+        n = _Node(p0, p1, b0, b1, pitch, run)
         shift, buckets = self.shift, self.buckets
-        for b in range(n.b0 >> shift, ((n.b1 - 1) >> shift) + 1):
+        first, last = b0 >> shift, (b1 - 1) >> shift
+        seen: set[int] | None = set() if last > first else None  # spans buckets: dedupe
+        for b in range(first, last + 1):
             lst = buckets.get(b)
             if lst is None:
                 buckets[b] = [n]
                 continue
             for o in lst:
-                if id(o) not in seen and o.overlaps(n):
+                if o.b1 <= b0 or b1 <= o.b0 or o.p1 <= p0 or p1 <= o.p0:
+                    continue
+                if seen is not None:
+                    if id(o) in seen:
+                        continue
                     seen.add(id(o))
-                    o.neighbours.append(n)
-                    n.neighbours.append(o)
+                if pitch and pitch == o.pitch:  # the rest of o.overlaps(n)
+                    d = (b0 - o.b0) % pitch
+                    if not (d < o.run or (pitch - d) % pitch < run):
+                        continue
+                o.link(n)
             lst.append(n)
         self.nodes[key] = n
         return n
@@ -115,12 +149,16 @@ class DependencyTracker:
         r = op.region
         if r.byte_end <= r.byte_start:
             return None
-        hbm = r.space == "hbm"
-        skey = (r.space, core if hbm or r.core is None else r.core)
+        space_name = r.space
+        if space_name == "hbm":
+            skey = (space_name, core)
+            pitch, run = row_pattern(op)
+        else:
+            skey = (space_name, core if r.core is None else r.core)
+            pitch = run = 0
         space = self._spaces.get(skey)
         if space is None:
-            space = self._spaces[skey] = _Space(_BUCKET_SHIFT.get(r.space, 12))
-        pitch, run = row_pattern(op) if hbm else (0, 0)
+            space = self._spaces[skey] = _Space(_BUCKET_SHIFT.get(space_name, 12))
         p0 = r.partition_start
         key = (p0, p0 + r.partitions, r.byte_start, r.byte_end, pitch)
         n = space.nodes.get(key)
@@ -138,12 +176,15 @@ class DependencyTracker:
 
         Readers are remembered per queue (the last one stands for the queue's prefix); pass a
         unique queue (e.g. the instruction index) for engines that complete out of order (DMA).
+        WAR and WAW waits on an instruction of the same queue are left out: in-order issue
+        already implies them (RAW waits stay: a result takes its latency to land).
         HBM hazards are tracked per issuing core: the cores of a logical core run independent
         instruction streams, ordered only by explicit barriers, as on hardware.
         """
         deps: list[tuple[int, str, str]] = []
+        node = self._node
         for op in reads:
-            n = self._node(op, core)
+            n = node(op, core)
             if n is None:
                 continue
             name = op.name
@@ -154,30 +195,32 @@ class DependencyTracker:
                     deps.append((o.writer, FLOW, name))
             n.readers[queue] = idx
         for op in writes:
-            n = self._node(op, core)
+            n = node(op, core)
             if n is None:
                 continue
             name = op.name
-            self._clear(n, idx, name, deps)
-            for o in n.neighbours:
-                if n.covers(o):
-                    self._clear(o, idx, name, deps)
+            _clear(n, idx, queue, name, deps)
+            for o, covered in n.links:
+                if covered:
+                    _clear(o, idx, queue, name, deps)
                 else:
-                    if o.writer >= 0 and o.writer != idx:
+                    if o.writer >= 0 and o.writer != idx and o.writer_queue != queue:
                         deps.append((o.writer, OUTPUT, name))
-                    for i in o.readers.values():
-                        if i != idx:
+                    for q, i in o.readers.items():
+                        if i != idx and q != queue:
                             deps.append((i, ANTI, name))
-            n.writer = idx
+            n.writer, n.writer_queue = idx, queue
         return deps
 
-    @staticmethod
-    def _clear(n: _Node, idx: int, name: str, deps: list[tuple[int, str, str]]) -> None:
-        if n.writer >= 0 and n.writer != idx:
-            deps.append((n.writer, OUTPUT, name))
-        if n.readers:
-            for i in n.readers.values():
-                if i != idx:
-                    deps.append((i, ANTI, name))
-            n.readers = {}
-        n.writer = -1
+
+def _clear(n: _Node, idx: int, queue: object, name: str, deps: list[tuple[int, str, str]]) -> None:
+    """Instruction idx (on `queue`) overwrites all of node n: wait for its writer and readers,
+    which it then replaces."""
+    if n.writer >= 0 and n.writer != idx and n.writer_queue != queue:
+        deps.append((n.writer, OUTPUT, name))
+    if n.readers:
+        for q, i in n.readers.items():
+            if i != idx and q != queue:
+                deps.append((i, ANTI, name))
+        n.readers = {}
+    n.writer = -1

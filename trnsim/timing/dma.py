@@ -162,6 +162,9 @@ class DmaSystem:
         self._free: dict[int, list[int]] = {}  # uncapped: core -> tick each engine frees up
         self._left: dict[int, int] = {}  # transfer -> chunks not finished
         self._next_engine: dict[tuple[int, str], int] = {}
+        self._n_eng = chip.dma.engines_per_core
+        self._rates: dict[int, float] = {}  # id(plan) -> bytes per tick
+        self._plans: list[DmaPlan] = []
         # ChunkRecord fields + a count of consecutive engines sharing them, as plain tuples
         self.records: list[tuple] = []
         self.pending_samples: list[tuple[int, int]] = [(0, 0)]  # (tick, transfers in flight)
@@ -172,21 +175,29 @@ class DmaSystem:
 
     def submit(self, transfer: int, core: int, plan: DmaPlan, ready: int) -> None:
         """Transfer `transfer` (an instruction index) may start moving data at tick `ready`."""
-        n_eng = self.chip.dma.engines_per_core
-        first = self._next_engine.get((core, plan.queue), 0)
-        self._next_engine[(core, plan.queue)] = (first + len(plan.chunks)) % n_eng
-        self._push(ready, 0, (transfer, core, first, plan))
+        key = (core, plan.queue)
+        first = self._next_engine.get(key, 0)
+        self._next_engine[key] = (first + len(plan.chunks)) % self._n_eng
+        self._seq += 1
+        heapq.heappush(self._heap, (ready, self._seq, 0, (transfer, core, first, plan)))
 
     @property
     def idle(self) -> bool:
         return not self._heap
 
     def step(self) -> list[tuple[int, int]]:
-        """Process every event at the earliest time; return finished transfers (index, tick)."""
+        """Process every event at the earliest time, and at the next times while no transfer
+        has finished; return finished transfers (index, tick), or [] once out of events."""
         done: list[tuple[int, int]] = []
-        t = self._heap[0][0]
-        while self._heap and self._heap[0][0] == t:
-            _, _, kind, obj = heapq.heappop(self._heap)
+        heap = self._heap
+        while heap and not done:
+            self._step(heap[0][0], done)
+        return done
+
+    def _step(self, t: int, done: list[tuple[int, int]]) -> None:
+        heap, pop = self._heap, heapq.heappop
+        while heap and heap[0][0] == t:
+            _, _, kind, obj = pop(heap)
             if kind == 0:
                 if self.uncapped:
                     self._arrive_uncapped(t, obj)  # type: ignore[arg-type]
@@ -201,14 +212,14 @@ class DmaSystem:
                 chunk, version = obj  # type: ignore[misc]
                 if version == chunk.version:
                     self._finish(t, chunk, done)
-        return done
 
     def _arrive_uncapped(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         """Without HBM contention each engine's schedule follows from arrivals alone: chunks are
         served in arrival order (queues are not interleaved round-robin on this path)."""
         transfer, core, first, plan = arrival
-        self.pending_samples.append((t, self.pending_samples[-1][1] + 1))
-        n_eng = self.chip.dma.engines_per_core
+        samples = self.pending_samples
+        samples.append((t, samples[-1][1] + 1))
+        n_eng = self._n_eng
         free = self._free.get(core)
         if free is None:
             free = self._free[core] = [0] * n_eng
@@ -216,9 +227,13 @@ class DmaSystem:
         queue, w, records = plan.queue, plan.hbm_weight, self.records
         n = len(plan.chunks)
         if plan.uniform and first + n <= n_eng:
-            busy = free[first : first + n]
-            latest = max(busy)
-            uniform = latest <= t or min(busy) == latest
+            if n == 1:
+                latest = free[first]
+                uniform = True
+            else:
+                busy = free[first : first + n]
+                latest = max(busy)
+                uniform = latest <= t or min(busy) == latest
         else:
             uniform = False
         if uniform:
@@ -231,7 +246,8 @@ class DmaSystem:
             end = stream + math.ceil(b / rate)
             free[first : first + n] = [end] * n
             records.append((transfer, core, first, queue, d, b, w, t, stream, end, n))
-            self._push(end, 3, transfer)
+            self._seq += 1
+            heapq.heappush(self._heap, (end, self._seq, 3, transfer))
             return
         last = t
         e = first
@@ -247,7 +263,13 @@ class DmaSystem:
         self._push(last, 3, transfer)
 
     def _rate(self, plan: DmaPlan) -> float:
-        return self.chip.dma.engine_bytes_per_ns * plan.efficiency / self.ticks_per_ns
+        """Bytes per tick of one engine on `plan` (cached: plans are shared between transfers)."""
+        rate = self._rates.get(id(plan))
+        if rate is None:
+            rate = self.chip.dma.engine_bytes_per_ns * plan.efficiency / self.ticks_per_ns
+            self._rates[id(plan)] = rate
+            self._plans.append(plan)  # keeps id(plan) from being reused
+        return rate
 
     def _arrive(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         transfer, core, first, plan = arrival

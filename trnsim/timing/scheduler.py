@@ -25,13 +25,15 @@ from trnsim.program import Instruction
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
-from trnsim.timing.models import attr
 from trnsim.timing.ports import Ports
 from trnsim.timing.throttle import Throttle
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 _COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
 _MISSING = object()
+_LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
+_NOT_READY = (-1, -1)
+_NOT_READY3 = (-1, -1, -1)
 _PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MAX_BASE_MHZ = 100_000
 
@@ -81,9 +83,13 @@ class Timeline:
 
 
 class _Queue:
-    __slots__ = ("cum", "free", "head", "items", "last", "mm_free", "mm_start")
+    """One in-order engine queue of one core: its instructions and issue state."""
 
-    def __init__(self) -> None:
+    __slots__ = ("cum", "engine", "free", "head", "items", "key", "last", "mm_free", "mm_start")
+
+    def __init__(self, key: tuple[int, str]) -> None:
+        self.key = key
+        self.engine = key[1]
         self.items: list[int] = []
         self.head = 0
         self.free = 0  # next issue tick (Tensor: LoadStationary side)
@@ -94,7 +100,13 @@ class _Queue:
 
 
 class Scheduler:
-    """Times a program record on a chip. One use: `Scheduler(chip).run(program)`."""
+    """Times a program record on a chip. One use: `Scheduler(chip).run(program)`.
+
+    Everything an instruction's timing needs that does not depend on time (cost in ticks,
+    ports, DMA plan, the producers it waits for) is worked out once in `_prepare`, shared
+    between instructions of the same signature; the main loop then only compares times.
+    Queues are numbered (qid) and times live in flat lists indexed by instruction.
+    """
 
     def __init__(self, chip: ChipSpec):
         self.chip = chip
@@ -104,13 +116,17 @@ class Scheduler:
             e: max(1, round(base / (s.clock_ghz * 1000))) for e, s in chip.engines.items()
         }
         self.sem = round(chip.timing["semaphore_latency_ns"] * self.ticks_per_ns)
-        self._queues: dict[tuple[int, str], _Queue] = {}
-        self._waiters: dict[int, list[tuple[int, str]]] = {}
-        self._work: deque[tuple[int, str]] = deque()
-        self._in_work: set[tuple[int, str]] = set()
+        self._trigger_latency = round(chip.dma.trigger_latency_ns * self.ticks_per_ns)
+        self._qid: dict[tuple[int, str], int] = {}  # (core, engine) -> queue number
+        self._queues: list[_Queue] = []
         self.ports = Ports(chip, self.ticks_per_ns)
-        self._barriers: dict[int, list[int]] = {}
+        self._barriers: dict[int, list[int]] = {}  # k -> every core's k-th barrier
+        self._group: dict[int, list[int]] = {}  # barrier instruction -> its group
+        self._barrier_count: dict[int, int] = {}  # core -> barriers so far
         self.costs = CostTable(chip)
+        self._statics: dict[tuple, tuple] = {}  # signature -> what _compute_static returns
+        self._port_cache: dict[tuple, tuple | None] = {}
+        self._dma_statics: dict[tuple, tuple[DmaPlan, int]] = {}
 
     # ------------------------------------------------------------ preparation
     def _prepare(self, program: list[Instruction]) -> Timeline:
@@ -127,79 +143,117 @@ class Scheduler:
             [(0, "")] * n,
             [None] * n,
         )
-        self._release = [-1] * n
         self._kind = kinds = [_COMPUTE] * n
-        self._ticks: list[tuple[int, int]] = [(0, 0)] * n  # compute: (II, latency) in ticks
+        # Compute: (II, latency) in ticks; DMA: (trigger issue ticks, 0).
+        self._ticks = ticks = [(0, 0)] * n
         self._port_keys: list[tuple | None] = [None] * n
-        dep_queue: list[object] = [None] * n
-        tracker = DependencyTracker()
-        barrier_count: dict[int, int] = {}
-        costs, queues, period = self.costs, self._queues, self.period
-        static = int(self.chip.timing["vector_static_overhead_cycles"])
-        plans: dict[tuple, DmaPlan] = {}
-        port_cache: dict[tuple, tuple | None] = {}
+        access = DependencyTracker().access
+        record, qids, queues = self.costs.record, self._qid, self._queues
+        tl_deps, tl_queue, tl_dma, tl_costs = tl.deps, tl.queue, tl.dma, tl.costs
+        static = int(self.chip.timing["vector_static_overhead_cycles"]) * self.period["vector"]
+        is_dma: dict[str, bool] = {}  # opcode -> timed as a DMA
         for ins in program:
-            i = ins.index
-            rec, params = costs.record(ins.opcode)
-            if rec.model == "dma":
-                sig = _dma_signature(ins)
-                plan = plans.get(sig)
-                if plan is None:
-                    plan = plans[sig] = plan_dma(ins, self.chip, bool(params.get("transpose")))
-                key = (ins.core, plan.issuer)
-                dq: object = ("dma", i)
-                tl.dma[i] = (plan, -1, -1)
-                kinds[i] = _DMA
+            i, core, opcode = ins.index, ins.core, ins.opcode
+            dma = is_dma.get(opcode)
+            if dma is None:
+                dma = is_dma[opcode] = record(opcode)[0].model == "dma"
+            if dma:
+                plan, trigger = self._dma_static(ins)
+                key = (core, plan.issuer)
+                tl_dma[i] = (plan, -1, -1)
+                kinds[i] = kind = _DMA
+                ticks[i] = (trigger, 0)
             else:
-                # Control instructions recorded on "dma" (register_load/store) run in the Sync
-                # engine's sequencer.
-                eng = (
-                    ins.engine
-                    if ins.engine in ENGINES
-                    else "sync"
-                    if ins.engine == "dma"
-                    else "vector"
-                )
-                key = dq = (ins.core, eng)
-                cost, sig = costs.cost_and_key(ins)
-                tl.costs[i] = cost
-                if eng == "tensor":
-                    kinds[i] = _TENSOR
-                elif ins.opcode == "core_barrier":
-                    kinds[i] = _BARRIER
-                    k = barrier_count.get(ins.core, 0)
-                    barrier_count[ins.core] = k + 1
-                    self._barriers.setdefault(k, []).append(i)
-                p = period[eng]
-                self._ticks[i] = (cost.ii * p, cost.latency * p)
-                if eng in _PORT_ENGINES:
-                    # Filed under the cost key, the core and the operands' addresses (PSUM
-                    # banks): ports are per core.
-                    psig = sig and (sig, ins.core, *[o.region.byte_start for o in ins.operands])
-                    pk = port_cache.get(psig, _MISSING) if psig is not None else _MISSING
-                    if pk is _MISSING:
-                        pk = self.ports.keys_of(ins, eng, cost)
-                        if psig is not None:
-                            port_cache[psig] = pk
-                    self._port_keys[i] = pk  # type: ignore[assignment]
-            dep_queue[i] = dq
-            tl.queue[i] = key
-            q = queues.get(key)
-            if q is None:
-                q = queues[key] = _Queue()
-            deps = tracker.access(i, ins.core, dq, ins.reads, ins.writes)
+                eng, kind, cost, ticks[i], self._port_keys[i] = self._compute_static(ins)
+                kinds[i] = kind
+                if kind == _BARRIER:
+                    self._add_barrier(i, core)
+                key = (core, eng)
+                tl_costs[i] = cost
+            tl_queue[i] = key
+            qid = qids.get(key)
+            if qid is None:
+                qid = qids[key] = len(queues)
+                queues.append(_Queue(key))
+            q = queues[qid]
+            # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
+            # of order).
+            dq = -1 - i if kind == _DMA else qid
+            deps = tl_deps[i] = access(i, core, dq, ins.reads, ins.writes)
             if ins.deps:
                 deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
-            deps = tl.deps[i] = [d for d in deps if d[1] == FLOW or dep_queue[d[0]] != dq]
-            if key[1] == "vector" and kinds[i] == _COMPUTE:
+            if kind == _COMPUTE and key[1] == "vector":
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF).
                 prev = q.items[-1] if q.items else -1
                 if cost.tiny or any(d[0] == prev and d[1] == FLOW for d in deps):
-                    ii, lat = self._ticks[i]
-                    self._ticks[i] = (ii + static * p, lat + static * p)
+                    ii, lat = ticks[i]
+                    ticks[i] = (ii + static, lat + static)
             q.items.append(i)
         return tl
+
+    def _add_barrier(self, i: int, core: int) -> None:
+        """File barrier i as its core's k-th: the k-th barriers of all cores wait for each other."""
+        k = self._barrier_count.get(core, 0)
+        self._barrier_count[core] = k + 1
+        group = self._barriers.setdefault(k, [])
+        group.append(i)
+        self._group[i] = group
+
+    def _compute_static(self, ins: Instruction) -> tuple:
+        """(engine, kind, cost, (II, latency) in ticks, port keys) of a non-DMA instruction.
+
+        Cached under what the cost models read (not addresses: a tile shape at another address
+        hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
+        sig = _compute_signature(ins)
+        got = self._statics.get(sig) if sig is not None else None
+        if got is None:
+            got = self._compute_static_uncached(ins)
+            if sig is not None:
+                self._statics[sig] = got
+        eng, kind, cost, ticks = got
+        if eng not in _PORT_ENGINES:
+            return eng, kind, cost, ticks, None
+        psig = sig and (sig, *[o.region.byte_start for o in ins.operands])
+        ports = self._port_cache.get(psig, _MISSING) if psig is not None else _MISSING
+        if ports is _MISSING:
+            ports = self.ports.keys_of(ins, eng, cost)
+            if psig is not None:
+                self._port_cache[psig] = ports
+        return eng, kind, cost, ticks, ports
+
+    def _compute_static_uncached(self, ins: Instruction) -> tuple:
+        # Control instructions recorded on "dma" (register_load/store) run in the Sync engine's
+        # sequencer.
+        eng = ins.engine if ins.engine in ENGINES else "sync" if ins.engine == "dma" else "vector"
+        cost = self.costs.cost(ins)
+        kind = _COMPUTE
+        if eng == "tensor":
+            kind = _TENSOR
+        elif ins.opcode == "core_barrier":
+            kind = _BARRIER
+        p = self.period[eng]
+        return eng, kind, cost, (cost.ii * p, cost.latency * p)
+
+    def _dma_static(self, ins: Instruction) -> tuple[DmaPlan, int]:
+        """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
+        sig = _dma_signature(ins)
+        got = self._dma_statics.get(sig) if sig is not None else None
+        if got is None:
+            params = self.costs.record(ins.opcode)[1]
+            plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
+            timing = self.chip.timing
+            if plan.dge == "swdge":
+                cycles = (
+                    timing["gpsimd_start_cycles"]
+                    + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
+                )
+            else:
+                cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
+            got = (plan, math.ceil(cycles) * self.period[plan.issuer])
+            if sig is not None:
+                self._dma_statics[sig] = got
+        return got
 
     # ------------------------------------------------------------ main loop
     def run(self, program: list[Instruction]) -> Timeline:
@@ -215,120 +269,156 @@ class Scheduler:
 
     def _run(self, program: list[Instruction]) -> Timeline:
         tl = self._prepare(program)
-        self.dma = DmaSystem(self.chip, self.ticks_per_ns, len({k[0] for k in self._queues}))
+        n = len(program)
+        cores = sorted({q.key[0] for q in self._queues})
+        self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores))
         self._tl = tl
-        self._program = program
-        self._throttles = {
-            c: Throttle(self.chip.throttle, self.ticks_per_ns)
-            for c in sorted({k[0] for k in self._queues})
-        }
+        self._release = [-1] * n  # when a WAR wait on the instruction is over
+        self._waiters: list[list[int] | None] = [None] * n  # producer -> queues to wake
+        self._barrier_waiters: dict[int, list[int]] = {}
+        self._work: deque[int] = deque()
+        self._in_work = [False] * len(self._queues)
+        self._throttles = {c: Throttle(self.chip.throttle, self.ticks_per_ns) for c in cores}
         tl.throttle = self._throttles
-        for key in sorted(self._queues):
-            self._wake(key)
+        for key in sorted(self._qid):
+            self._wake(self._qid[key])
+        work, in_work, drain, dma = self._work, self._in_work, self._drain, self.dma
         while True:
-            while self._work:
-                key = self._work.popleft()
-                self._in_work.discard(key)
-                self._drain(key)
-            if self.dma.idle:
+            while work:
+                qid = work.popleft()
+                in_work[qid] = False
+                drain(qid)
+            if dma.idle:
                 break
-            for i, t in self.dma.step():
-                self._complete(i, t)
-        stuck = [k for k, q in self._queues.items() if q.head < len(q.items)]
+            for i, t in dma.step():
+                self._complete(i, t, t)
+        stuck = [q.key for q in self._queues if q.head < len(q.items)]
         if stuck:
             raise AssertionError(f"scheduler: queues {stuck} never drained")  # a trnsim bug
         tl.chunk_rows = self.dma.records
         tl.pending_samples = self.dma.pending_samples
         return tl
 
-    def _wake(self, key: tuple[int, str]) -> None:
-        if key not in self._in_work:
-            self._in_work.add(key)
-            self._work.append(key)
+    def _wake(self, qid: int) -> None:
+        if not self._in_work[qid]:
+            self._in_work[qid] = True
+            self._work.append(qid)
 
-    def _complete(self, i: int, t: int, release: int | None = None) -> None:
+    def _complete(self, i: int, t: int, release: int) -> None:
         self._tl.end[i] = t
-        self._release[i] = t if release is None else release
-        for key in self._waiters.pop(i, ()):
-            self._wake(key)
+        self._release[i] = release
+        waiting = self._waiters[i]
+        if waiting is not None:
+            self._waiters[i] = None
+            for qid in waiting:
+                if not self._in_work[qid]:
+                    self._in_work[qid] = True
+                    self._work.append(qid)
 
-    def _ready(
-        self, i: int, key: tuple[int, str], names: tuple[str, ...] | None = None
-    ) -> tuple[int, int] | None:
-        """(tick when the deps of i allow it to start, producer that bound it), or None."""
-        tl, release, sem = self._tl, self._release, self.sem
-        ready, blocker = 0, -1
-        end = tl.end
-        for j, kind, operand in tl.deps[i]:
-            if names is not None and operand not in names:
-                continue
+    def _ready(self, i: int, qid: int) -> tuple[int, int]:
+        """(tick when the producers of i allow it to start, producer that bound it), or
+        _NOT_READY (then queue `qid` is woken when the first unfinished producer completes)."""
+        end, release = self._tl.end, self._release
+        latest, blocker = -self.sem, -1  # latest finish of a producer, before the semaphore
+        for j, kind, _ in self._tl.deps[i]:
             t = release[j] if kind == ANTI else end[j]
             if t < 0:
-                self._waiters.setdefault(j, []).append(key)
-                return None
-            t += sem
-            if t > ready:
-                ready, blocker = t, j
-        return ready, blocker
+                w = self._waiters[j]
+                if w is None:
+                    self._waiters[j] = [qid]
+                else:
+                    w.append(qid)
+                return _NOT_READY
+            if t > latest:
+                latest, blocker = t, j
+        return latest + self.sem, blocker
 
-    def _drain(self, key: tuple[int, str]) -> None:
-        q = self._queues[key]
+    def _ready_tensor(self, i: int, qid: int) -> tuple[int, int, int]:
+        """_ready for LoadStationary (its operands' producers) and MultiplyMoving (all), in one
+        pass: (LS ready, MM ready, MM blocker), or _NOT_READY3 (waiting as for LS, then MM)."""
+        end, release = self._tl.end, self._release
+        latest = ls_latest = -self.sem
+        blocker = first_missing = ls_missing = -1
+        for j, kind, operand in self._tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                if operand in _LS_OPERANDS:
+                    ls_missing = j
+                    break
+                if first_missing < 0:
+                    first_missing = j
+                continue
+            if t > latest:
+                latest, blocker = t, j
+            if t > ls_latest and operand in _LS_OPERANDS:
+                ls_latest = t
+        missing = ls_missing if ls_missing >= 0 else first_missing
+        if missing >= 0:
+            w = self._waiters[missing]
+            if w is None:
+                self._waiters[missing] = [qid]
+            else:
+                w.append(qid)
+            return _NOT_READY3
+        return ls_latest + self.sem, latest + self.sem, blocker
+
+    def _drain(self, qid: int) -> None:
+        """Issue queue qid's instructions in order until one must wait."""
+        q = self._queues[qid]
         items = q.items
         kinds = self._kind
-        while q.head < len(items):
-            i = items[q.head]
+        head, stop = q.head, len(items)
+        while head < stop:
+            i = items[head]
             kind = kinds[i]
             if kind == _COMPUTE:
-                done = self._issue_compute(i, key, q)
+                done = self._issue_compute(i, qid, q)
             elif kind == _TENSOR:
-                done = self._issue_tensor(i, key, q)
+                done = self._issue_tensor(i, qid, q)
             elif kind == _DMA:
-                done = self._issue_dma(i, key, q)
+                done = self._issue_dma(i, qid, q)
             else:
-                done = self._issue_barrier(i, key, q)
+                done = self._issue_barrier(i, qid, q)
             if not done:
-                return
-            q.head += 1
+                break
+            head += 1
+        q.head = head
 
     # ------------------------------------------------------------ engines
-    def _issue_compute(self, i: int, key: tuple[int, str], q: _Queue) -> bool:
-        r = self._ready(i, key)
-        if r is None:
+    def _issue_compute(self, i: int, qid: int, q: _Queue) -> bool:
+        ready, blocker = self._ready(i, qid)
+        if ready < 0:
             return False
-        ready, blocker = r
         ii, lat = self._ticks[i]
-        t = q.free if q.free > ready else ready
+        free = q.free
+        t = free if free > ready else ready
         ports = self._port_keys[i]
         if ports is not None:
-            t = self.ports.reserve(ports, key[1], t, ii)
-        self._place(i, q, t, t + ii, t + lat, ready, blocker)
+            t = self.ports.reserve(ports, q.engine, t, ii)
+        tl = self._tl
+        if ready > free:
+            tl.wait[i], tl.blocker[i] = ready - free, blocker
+        tl.start[i], tl.issue_end[i] = t, t + ii
+        q.free, q.last = t + ii, i
+        end = t + lat
+        if end > q.cum:
+            q.cum = end
+        self._complete(i, end, q.cum)
         return True
 
-    def _place(
-        self, i: int, q: _Queue, t: int, issue_end: int, end: int, ready: int, blocker: int
-    ) -> None:
-        tl = self._tl
-        tl.wait[i] = max(0, ready - q.free)
-        tl.blocker[i] = blocker if tl.wait[i] > 0 else -1
-        tl.start[i], tl.issue_end[i] = t, issue_end
-        q.free, q.last = issue_end, i
-        q.cum = max(q.cum, end)
-        self._complete(i, end, q.cum)
-
-    def _issue_tensor(self, i: int, key: tuple[int, str], q: _Queue) -> bool:
-        ls_r = self._ready(i, key, ("stationary", "data"))
-        mm_r = self._ready(i, key) if ls_r is not None else None
-        if mm_r is None:
+    def _issue_tensor(self, i: int, qid: int, q: _Queue) -> bool:
+        ls_ready, ready, blocker = self._ready_tensor(i, qid)
+        if ready < 0:
             return False
         p = self.period["tensor"]
         cost = self._tl.costs[i]
         # Two weight buffers: LoadStationary loads in the background once the previous
         # MultiplyMoving has started (freeing the other buffer); the pair then runs at the
         # slower of the two IIs (NKI-ARCH-V2 background LoadStationary).
-        ls_t = max(q.free, ls_r[0], q.mm_start)
+        ls_t = max(q.free, ls_ready, q.mm_start)
         ls_issue_end = ls_t + cost.ls_ii * p
-        mm_t = max(q.mm_free, mm_r[0], ls_issue_end, q.mm_start)
-        mm_ii = self._throttles[key[0]].stretch(mm_t, cost.ii * p)
+        mm_t = max(q.mm_free, ready, ls_issue_end, q.mm_start)
+        mm_ii = self._throttles[q.key[0]].stretch(mm_t, cost.ii * p)
         self._tl.ls[i] = (ls_t, ls_t + cost.ls_latency * p)
         free_before = q.mm_free
         q.free = ls_issue_end
@@ -336,69 +426,60 @@ class Scheduler:
         q.mm_free = mm_t + mm_ii
         end = mm_t + cost.latency * p + (mm_ii - cost.ii * p)
         tl = self._tl
-        tl.wait[i] = max(0, mm_r[0] - max(free_before, ls_issue_end))
-        tl.blocker[i] = mm_r[1] if tl.wait[i] > 0 else -1
+        wait = ready - max(free_before, ls_issue_end)
+        if wait > 0:
+            tl.wait[i], tl.blocker[i] = wait, blocker
         tl.start[i], tl.issue_end[i] = mm_t, q.mm_free
         q.last = i
-        q.cum = max(q.cum, end)
+        if end > q.cum:
+            q.cum = end
         self._complete(i, end, q.cum)
         return True
 
-    def _issue_dma(self, i: int, key: tuple[int, str], q: _Queue) -> bool:
-        r = self._ready(i, key)
-        if r is None:
+    def _issue_dma(self, i: int, qid: int, q: _Queue) -> bool:
+        ready, blocker = self._ready(i, qid)
+        if ready < 0:
             return False
-        ready, blocker = r
-        plan = self._tl.dma[i][0]
-        p = self.period[key[1]]
-        timing = self.chip.timing
-        if plan.dge == "swdge":
-            cycles = (
-                timing["gpsimd_start_cycles"]
-                + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
-            )
-        else:
-            cycles = self.costs.record(self._program[i].opcode)[1].get(
-                "trigger_cycles", timing["min_ii_cycles"]
-            )
-        t = max(q.free, ready)
-        issue_end = t + math.ceil(cycles) * p
-        trig_end = issue_end
-        if plan.dge == "hwdge":
-            trig_end = self.ports.dge(key[0], issue_end)
-        data_ready = trig_end + round(self.chip.dma.trigger_latency_ns * self.ticks_per_ns)
         tl = self._tl
-        tl.wait[i] = max(0, ready - q.free)
-        tl.blocker[i] = blocker if tl.wait[i] > 0 else -1
+        plan = tl.dma[i][0]
+        free = q.free
+        t = free if free > ready else ready
+        issue_end = trig_end = t + self._ticks[i][0]
+        if plan.dge == "hwdge":
+            trig_end = self.ports.dge(q.key[0], issue_end)
+        data_ready = trig_end + self._trigger_latency
+        if ready > free:
+            tl.wait[i], tl.blocker[i] = ready - free, blocker
         tl.start[i], tl.issue_end[i] = t, issue_end
         tl.dma[i] = (plan, trig_end, data_ready)
         q.free = issue_end
-        self.dma.submit(i, key[0], plan, data_ready)
+        self.dma.submit(i, q.key[0], plan, data_ready)
         return True
 
-    def _issue_barrier(self, i: int, key: tuple[int, str], q: _Queue) -> bool:
+    def _issue_barrier(self, i: int, qid: int, q: _Queue) -> bool:
         """core_barrier: every core's k-th barrier completes when the last one arrives."""
-        group = next(g for g in self._barriers.values() if i in g)
+        group = self._group[i]
         tl = self._tl
+        waiters = self._barrier_waiters
         if tl.start[i] < 0:
-            r = self._ready(i, key)
-            if r is None:
+            ready, blocker = self._ready(i, qid)
+            if ready < 0:
                 return False
-            tl.start[i] = max(q.free, r[0])
-            tl.wait[i] = max(0, r[0] - q.free)
-            tl.blocker[i] = r[1] if tl.wait[i] > 0 else -1
+            tl.start[i] = max(q.free, ready)
+            tl.wait[i] = max(0, ready - q.free)
+            tl.blocker[i] = blocker if tl.wait[i] > 0 else -1
         if any(tl.start[j] < 0 for j in group):
             for j in group:
                 if tl.start[j] < 0:
-                    self._waiters.setdefault(-1 - j, []).append(key)
-            for w in self._waiters.pop(-1 - i, ()):
+                    waiters.setdefault(j, []).append(qid)
+            for w in waiters.pop(i, ()):
                 self._wake(w)
             return False
-        for w in self._waiters.pop(-1 - i, ()):
+        for w in waiters.pop(i, ()):
             self._wake(w)
         cost = tl.costs[i]
         t = max(tl.start[j] for j in group)
-        p = self.period[key[1]]
+        p = self.period[q.engine]
         tl.wait[i] += t - tl.start[i]
         tl.issue_end[i] = t + cost.ii * p
         q.free, q.last = tl.issue_end[i], i
@@ -407,25 +488,50 @@ class Scheduler:
         return True
 
 
-def _dma_signature(ins: Instruction) -> tuple:
-    ops = tuple(
-        [
-            (
-                o.name,
-                o.region.space,
-                o.nbytes,
-                o.partitions,
-                o.contiguous_bytes,
-                len(o.shape) and o.shape[0],
-            )
-            for o in ins.operands
-        ]
-    )
-    return (
-        ins.opcode,
-        ins.engine,
-        ops,
-        attr(ins, "dge_mode"),
-        attr(ins, "queue_engine"),
-        attr(ins, "engine"),
-    )
+def _compute_signature(ins: Instruction) -> tuple | None:
+    """What the cost models read of a non-DMA instruction, and its core, as one flat hashable
+    tuple (None: an attr cannot be hashed, do not cache). Attrs in recorded order: at worst an
+    extra cache miss."""
+    key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
+    for o in ins.reads + ins.writes:
+        key += (
+            o.name,
+            o.region.space,
+            o.dtype,
+            o.elems_per_partition,
+            o.inner_stride_bytes,
+            o.nbytes,
+            o.partitions,
+        )
+    key += ins.attrs.items()
+    sig = tuple(key)
+    try:
+        hash(sig)
+    except TypeError:
+        return None
+    return sig
+
+
+def _dma_signature(ins: Instruction) -> tuple | None:
+    """What plan_dma reads, as one flat hashable tuple (None: an attr cannot be hashed, do not
+    cache). Attrs are taken raw (an enum member, not its name): at worst an extra cache miss,
+    never a wrong hit."""
+    a = ins.attrs
+    key = [ins.opcode, ins.engine, len(ins.reads)]
+    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
+    for o in ins.reads + ins.writes:
+        shape = o.shape
+        key += (
+            o.name,
+            o.region.space,
+            o.nbytes,
+            o.partitions,
+            o.contiguous_bytes,
+            len(shape) and shape[0],
+        )
+    sig = tuple(key)
+    try:
+        hash(sig)
+    except TypeError:
+        return None
+    return sig

@@ -30,6 +30,7 @@ class Throttle:
         self._busy_sum = 0
         self.throttled_ticks = 0
         self.samples: list[tuple[int, float]] = []  # (tick, cap) when the cap changes
+        self._full_cap = self.f0 + (1 - self.f0) * 1.0
 
     def cap(self, t: int) -> float:
         if not self.enabled or self.ramp_start is None:
@@ -54,18 +55,22 @@ class Throttle:
         """The II in ticks of a MultiplyMoving issued at `start`, after the cap."""
         if not self.enabled:
             return ii
-        if self.ramp_start is None:
-            self.ramp_start = start
+        ramp_start = self.ramp_start
+        if ramp_start is None:
+            ramp_start = self.ramp_start = start
         else:
             util = self._utilization(start)
             if util is not None and util < self.threshold:
-                self.ramp_start = start
-        cap = self.cap(start)
+                ramp_start = self.ramp_start = start
+        # Ramped up: the value cap() computes then, without the division.
+        cap = self._full_cap if start - ramp_start >= self.ramp else self.cap(start)
         out = math.ceil(ii / cap)
         self.throttled_ticks += out - ii
         self._busy.append((start, start + out))
         self._busy_sum += out
-        pct = round(cap * 100)
-        if not self.samples or round(self.samples[-1][1] * 100) != pct:
-            self.samples.append((start, cap))
+        samples = self.samples
+        if not samples or samples[-1][1] != cap:
+            pct = round(cap * 100)
+            if not samples or round(samples[-1][1] * 100) != pct:
+                samples.append((start, cap))
         return out
