@@ -330,3 +330,21 @@ def test_nc_v2_vector_and_scalar_do_not_share_psum(tiny_chip):
         )
         tl = run(load_chip(tiny_chip.path, nc_version=version), b)
         assert (tl.start[1] < tl.issue_end[0]) is overlap
+
+
+def test_dma_plans_of_different_dst_ranks_are_not_shared(tiny_chip, builder):
+    # A [128] and a [128, 1] HBM destination move the same bytes in the same contiguous run,
+    # but the 2-D one is 128 rows (split across engines) and the 1-D one a single row: the
+    # plan cache must tell them apart whichever comes first.
+    def plan_of_last(shapes):
+        b = ProgramBuilder()
+        for k, shape in enumerate(shapes):
+            b.dma(
+                tile("hbm", shape, offset=4096 * k, name="d"),
+                tile("hbm", shape, offset=65536 + 4096 * k, name="s"),
+            )
+        return Scheduler(tiny_chip).run(b.program).dma[len(shapes) - 1][0]
+
+    for first, second in (((128,), (128, 1)), ((128, 1), (128,))):
+        assert plan_of_last([first, second]) == plan_of_last([second])
+    assert plan_of_last([(128,)]) != plan_of_last([(128, 1)])

@@ -182,6 +182,8 @@ def _signature(ins: Instruction) -> tuple | None:
     )
     try:
         attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
-        return hash((ins.opcode, ins.engine, ops, wops, attrs)), ins.opcode
+        key = (ins.opcode, ins.engine, ops, wops, attrs)
+        hash(key)  # the key itself is stored: equal hashes of different keys never share
+        return key
     except TypeError:
         return None

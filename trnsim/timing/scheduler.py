@@ -527,7 +527,7 @@ def _dma_signature(ins: Instruction) -> tuple | None:
             o.nbytes,
             o.partitions,
             o.contiguous_bytes,
-            len(shape) and shape[0],
+            shape,  # plan_dma reads the dst's shape (its rank and first dim)
         )
     sig = tuple(key)
     try:
