@@ -6,10 +6,12 @@ Knows chips, dtypes and memory layouts; knows nothing about semantics or time.
 
 from __future__ import annotations
 
+import enum
 import functools
 import importlib
 import math
 import os
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -281,6 +283,61 @@ def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
     fn = spec._check_fn
     if fn is not None:
         fn(chip=chip, engine=engine, attrs=attrs, **operands)
+
+
+# ---------------------------------------------------------------- checking once
+# A kernel's loops issue the same instruction on the same tile slots again and again, and the
+# rules above read only what check_key captures, so a passing combination is checked once per
+# core and launch (NeuronCore.issue keeps the set). Bounds are checked every time (memory).
+_PLAIN = frozenset({bool, int, float, str, type(None), dt.DType, types.FunctionType,
+                    types.BuiltinFunctionType, np.ufunc, np.bool_, np.int32, np.int64,
+                    np.float32, np.float64})
+
+
+def _plain(v: Any) -> bool:
+    """Data whose meaning is its value (not a register, array or mutable object)."""
+    t = type(v)
+    if t in _PLAIN or isinstance(t, enum.EnumMeta):
+        return True
+    return t is tuple and all(_plain(x) for x in v)
+
+
+def _tensor_key(t: Any) -> tuple | None:
+    """What the rules read of a tensor: shape, strides, dtype and, on chip, the start
+    partition and (for the PSUM bank rules) the byte position. None: runtime offsets."""
+    if getattr(t, "dynamic", None) is not None:
+        return None
+    buf, lay = t.buffer, t.layout
+    where = buf.__dict__.get("_check_key")
+    if where is None:
+        at = buf.byte_start if buf.space == "psum" else buf.byte_start % 2048
+        where = buf.__dict__["_check_key"] = (buf.space, buf.kind, buf.core, buf.partition_start,
+                                              buf.partitions, at, buf.nbytes)
+    if buf.on_chip:
+        return (type(t), where, lay.dtype.name, lay.offset, lay.shape, lay.strides)
+    return (type(t), where, lay.dtype.name, lay.shape, lay.strides)
+
+
+def check_key(opcode: str, engine: str, operands: Mapping[str, Any],
+              attrs: Mapping[str, Any]) -> tuple | None:
+    """Everything check_instruction reads, hashable; None when an operand or attribute is not
+    plain data (registers, arrays, runtime offsets): those are checked every time."""
+    parts: list[Any] = [opcode, engine]
+    for k, v in operands.items():
+        if is_tensor(v):
+            v = _tensor_key(v)
+            if v is None:
+                return None
+        elif not _plain(v):
+            return None
+        parts.append(k)
+        parts.append(v)
+    for k, v in attrs.items():
+        if not _plain(v):
+            return None
+        parts.append(k)
+        parts.append(v)
+    return tuple(parts)
 
 
 _SAME_GROUPS = (("same_partitions", partitions_of, "partition count"),

@@ -30,8 +30,13 @@ PE_ROWS = 128  # systolic array rows (contraction) and columns (stationary free 
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
+warnings_issued = 0  # warn() calls so far: a check that warned is not remembered as passed
+
+
 def warn(message: str) -> None:
     """A SimulationWarning attributed to the user's kernel line."""
+    global warnings_issued
+    warnings_issued += 1
     loc = capture_location()
     if loc is None:
         warnings.warn(message, SimulationWarning, stacklevel=3)

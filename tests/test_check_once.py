@@ -1,0 +1,94 @@
+"""NeuronCore.issue checks a passing combination of operands and attributes once per launch
+(spec.check_key); anything the rules read that changes is checked again."""
+
+from __future__ import annotations
+
+import warnings
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import trnsim.core
+from trnsim.errors import ConstraintError, SimulationWarning
+
+
+@pytest.fixture
+def check_calls(monkeypatch):
+    calls = []
+    real = trnsim.core.check_instruction
+
+    def counting(spec, *args, **kwargs):
+        calls.append(spec.name)
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(trnsim.core, "check_instruction", counting)
+    return calls
+
+
+def test_a_loop_checks_the_same_tile_slot_once(check_calls):
+    def kernel(x):
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        for _ in range(5):
+            nisa.activation(dst=t, op=nl.copy, data=t)
+        out = nl.ndarray((128, 64), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), x)
+    assert check_calls.count("activation") == 1
+    assert check_calls.count("dma_copy") == 2
+
+
+def test_a_changed_start_partition_is_checked_again(check_calls):
+    def kernel(x):
+        t = nl.ndarray((128, 64), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.activation(dst=t[0:64], op=nl.exp, data=t[0:64])
+        nisa.activation(dst=t[64:128], op=nl.exp, data=t[64:128])
+        nisa.activation(dst=t[16:48], op=nl.exp, data=t[16:48])  # 32 partitions from 16
+        return x
+
+    with pytest.raises(ConstraintError, match="starting at partition 16") as exc:
+        nki.simulate(kernel)(np.zeros((128, 64), np.float32))
+    assert exc.value.loc.lineno == kernel.__code__.co_firstlineno + 5
+    assert check_calls.count("activation") == 3
+
+
+def test_a_check_that_warned_warns_every_time():
+    def kernel(x):
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        for _ in range(3):
+            nisa.activation(
+                dst=t,
+                op=nl.exp,
+                data=t,
+                reduce_op=nl.add,
+                reduce_cmd=nisa.reduce_cmd.idle,
+            )
+        return x
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        nki.simulate(kernel)(np.zeros((128, 4), np.float32))
+    hits = [
+        w
+        for w in seen
+        if issubclass(w.category, SimulationWarning)
+        and "reduce_cmd=idle leaves the accumulators" in str(w.message)
+    ]
+    assert len(hits) == 3
+
+
+def test_registers_and_arrays_are_never_remembered():
+    from trnsim.spec import check_key
+
+    assert check_key("x", "vector", {}, {"a": 1, "b": (1, 2.0, "s"), "op": np.add}) is not None
+    assert check_key("x", "vector", {}, {"a": [1, 2]}) is None
+    assert check_key("x", "vector", {}, {"a": np.zeros(2)}) is None
+    assert check_key("x", "vector", {}, {"a": object()}) is None
