@@ -5,6 +5,7 @@ Knows errors; knows nothing about dtypes, views, instructions or time.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import sys
 
@@ -138,10 +139,14 @@ class OnChipMemory:
         self.space = space
         self.partitions = partitions
         self.bytes_per_partition = bytes_per_partition
-        self.data = np.zeros((partitions, bytes_per_partition), dtype=np.uint8)
         # The compiler reserves the top of each SBUF partition: kernels allocate (automatically
         # or at an explicit address) only below the usable size (nki-api.md §3.3, §3.6).
         usable = usable_bytes_per_partition or bytes_per_partition
         note = (f" (of {bytes_per_partition}; nl.tile_size.total_available_sbuf_size)"
                 if usable < bytes_per_partition else "")
         self.allocator = Allocator(space, partitions, usable, align, note)
+
+    @functools.cached_property
+    def data(self) -> np.ndarray:
+        """The bytes, made on first use: a timing-only run never touches them."""
+        return np.zeros((self.partitions, self.bytes_per_partition), dtype=np.uint8)

@@ -153,6 +153,16 @@ def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
     if buf.reclaimed:
         raise AllocationError(f"{what}: {buf.label} can no longer be used: {buf.reclaimed}; "
                               "keeping it alive needs more memory than there is")
+    # A view is checked when it is made and again by each instruction using it: remember the
+    # buffer geometry the layout passed with (all the test below reads of the buffer).
+    fits = (buf.on_chip, buf.partitions, buf.nbytes)
+    if lay.__dict__.get("_fits") == fits:
+        return
+    _check_extent(buf, lay, what)
+    lay.__dict__["_fits"] = fits
+
+
+def _check_extent(buf: Buffer, lay: Layout, what: str) -> None:
     if lay.size == 0:
         return
     if not buf.on_chip:
