@@ -18,7 +18,8 @@ import pytest
 from trnsim import dtypes as dt
 from trnsim.allocation import OnChipMemory
 from trnsim.core import _poison_bits, fill_poison
-from trnsim.memory import Buffer, Layout, View, poison_value, region_of
+from trnsim.errors import OutOfBoundsError
+from trnsim.memory import Buffer, Layout, View, check_bounds, interned, poison_value, region_of
 from trnsim.nki import views as vw
 from trnsim.semantics._tensor_rules import psum_words
 
@@ -235,3 +236,18 @@ def test_matmul_work_arrays_do_not_leak_between_instructions(rng):
     for out, (s, m) in zip(got, ((a, b), (c, d), (a, b)), strict=True):
         ref = (s.astype(np.float64).T @ m.astype(np.float64)).astype(np.float32)
         np.testing.assert_array_equal(out, ref)
+
+
+def test_an_interned_layout_is_bounds_checked_per_buffer():
+    """Equal windows share one Layout (and its caches); whether it fits is still decided per
+    buffer: a window that fits a 1 KiB-per-partition tile does not fit a 512 B one."""
+    mem = OnChipMemory("sbuf", 128, 4096, 64)
+    big = Buffer(mem, "sbuf", 0, 0, 128, 0, 1024, "sbuf")
+    small = Buffer(mem, "sbuf", 0, 0, 128, 1024, 512, "sbuf", "small")
+    f32 = dt.resolve("float32")
+    lay = interned(Layout(f32, 0, (128, 200), (256, 1)))
+    assert interned(Layout(f32, 0, (128, 200), (256, 1))) is lay
+    check_bounds(big, lay)
+    with pytest.raises(OutOfBoundsError, match="small"):
+        check_bounds(small, lay)
+    check_bounds(big, lay)

@@ -22,6 +22,7 @@ from trnsim.memory import (
     Layout,
     View,
     check_bounds,
+    interned,
     poison_value,
 )
 from trnsim.program import Instruction, Operand, SourceLocation, capture_location
@@ -165,7 +166,7 @@ class NeuronCore:
             handle = mem.allocator.place(p0, parts, b0, nbytes)
         buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
-        view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
+        view = View(buf, interned(Layout(dtype, 0, shape, _row_major(shape))))
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
         if poison and self.values:
@@ -250,6 +251,7 @@ def _attr_value(v: Any) -> Any:
     return name if isinstance(name, str) else repr(v)
 
 
+@functools.lru_cache(maxsize=1024)
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     acc = 1
@@ -290,7 +292,7 @@ class Device:
         handle, off = self.hbm.allocate(nbytes)
         buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
-        view = View(buf, Layout(dtype, 0, shape, _row_major(shape)))
+        view = View(buf, interned(Layout(dtype, 0, shape, _row_major(shape))))
         if poison and self.values and n:
             fill_poison(view)
         return view

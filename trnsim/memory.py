@@ -147,6 +147,24 @@ class Layout:
         return value
 
 
+_INTERNED: dict[tuple, Layout] = {}
+_INTERN_LIMIT = 1 << 16
+
+
+def interned(lay: Layout) -> Layout:
+    """The one Layout object equal to `lay`: a kernel's loops slice the same windows over and
+    over, and what a Layout caches (span, region, bounds, operand record) then carries over.
+    The table holds plain data only (no buffers) and starts over when it grows large."""
+    key = (lay.dtype.name, lay.offset, lay.shape, lay.strides)
+    got = _INTERNED.get(key)
+    if got is not None:
+        return got
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = lay
+    return lay
+
+
 def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
     """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip), and
     AllocationError if the buffer's space was reclaimed (trnsim.nki.tile_reuse)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError
-from trnsim.memory import Buffer, Layout, View, check_bounds
+from trnsim.memory import Buffer, Layout, View, check_bounds, interned
 from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
 from trnsim.nki.tensor_dynamic import (
@@ -95,6 +95,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
     def _derive(
         self, layout: Layout, dynamic: DynamicOffset | None = None, what: str = "view"
     ) -> NkiTensor:
+        layout = interned(layout)
         check_bounds(self.buffer, layout, what)
         return type(self)(self.buffer, layout, dynamic)
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
-from trnsim.memory import Layout, View
+from trnsim.memory import Layout, View, region_of
 from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
 from trnsim.nki.views import DynSlice, index_value
@@ -446,7 +446,7 @@ class DynamicAccess:
 
     def region(self) -> Region:
         if self.dynamic is None:
-            return super().region()
+            return region_of(self.buffer, self.layout)  # View.region, without super()'s cost
         # Any element of the buffer may be touched: the whole buffer is the dependency unit.
         b = self.buffer
         core = -1 if b.core is None else b.core
