@@ -54,14 +54,16 @@ def contiguous_run_bytes(lay: Layout, on_chip: bool) -> int:
 def operand_record(name: str, view: View) -> Operand:
     """The timing model's record of one operand (cached on its layout: whole tiles recur)."""
     region = view.region()
-    records = view.layout.cached("_operands", (region,), dict)
-    key = (name, view.buffer.name)
+    lay = view.layout
+    records = lay.__dict__.get("_operands")
+    if records is None:
+        records = lay.__dict__["_operands"] = {}
+    key = (name, view.buffer.name, region)
     rec = records.get(key)
     if rec is None:
-        parts = records.get(None)  # what does not depend on the operand's name
-        if parts is None:
-            parts = records[None] = _operand_parts(view)
-        rec = records[key] = Operand(name, region, *parts, view.buffer.name)
+        if len(records) >= 256:
+            records.clear()
+        rec = records[key] = Operand(name, region, *_operand_parts(view), view.buffer.name)
     return rec
 
 

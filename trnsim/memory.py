@@ -8,9 +8,8 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,8 +23,6 @@ if TYPE_CHECKING:
 INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
 
 ON_CHIP = ("sbuf", "psum")
-
-T = TypeVar("T")
 
 
 def poison_value(dtype: dt.DType) -> float | int:
@@ -59,6 +56,8 @@ class Buffer:
         self.partitions = partitions
         self.byte_start = byte_start
         self.nbytes = nbytes  # per partition on chip; total in HBM
+        # Where it sits, as a key for what a Layout caches per buffer (region_of).
+        self.place = (space, core, partition_start, byte_start, nbytes)
         self.name = name
         # Where and as what it was allocated: how messages describe an unnamed tensor.
         self.loc = loc
@@ -107,8 +106,9 @@ class Layout:
     Positions index the buffer's storage flattened to 1-D: on chip, element (p, f) of the
     partition-major storage is at p * F + f with F = elements per partition.
 
-    Derived values (size, span, on-chip span, region) are computed once per Layout: it is
-    immutable, and the same view is checked and recorded several times per instruction.
+    Derived values (size, span, on-chip span; per buffer placement: bounds, region, operand
+    record) are computed once per Layout: it is immutable, the same view is checked and
+    recorded several times per instruction, and equal layouts are one object (`interned`).
     """
 
     dtype: dt.DType
@@ -136,15 +136,6 @@ class Layout:
         """Lowest and highest storage position touched (inclusive)."""
         return self._span
 
-    def cached(self, name: str, key: Hashable, compute: Callable[[], T]) -> T:
-        """compute(), remembered on this layout under `name` for inputs `key` (the last key only:
-        a layout is nearly always used with one buffer)."""
-        got = self.__dict__.get(name)
-        if got is not None and got[0] == key:
-            return got[1]
-        value = compute()
-        self.__dict__[name] = (key, value)
-        return value
 
 
 _INTERNED: dict[tuple, Layout] = {}
@@ -266,13 +257,18 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
 
 def region_of(buf: Buffer, lay: Layout) -> Region:
     """The bounding box of bytes a layout touches (the timing model's dependency unit)."""
-    key = (buf.space, buf.core, buf.partition_start, buf.byte_start, buf.nbytes)
-    got = lay.__dict__.get("_region")  # Layout.cached, inlined: every operand needs it
-    if got is not None and got[0] == key:
-        return got[1]
-    region = _region_of(buf, lay)
-    lay.__dict__["_region"] = (key, region)
+    regions = lay.__dict__.get("_regions")  # per buffer placement: tile slots recur
+    if regions is None:
+        regions = lay.__dict__["_regions"] = {}
+    region = regions.get(buf.place)
+    if region is None:
+        if len(regions) >= _PER_LAYOUT:
+            regions.clear()
+        region = regions[buf.place] = _region_of(buf, lay)
     return region
+
+
+_PER_LAYOUT = 256  # entries a Layout keeps per cache before starting over
 
 
 def _region_of(buf: Buffer, lay: Layout) -> Region:

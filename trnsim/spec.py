@@ -304,13 +304,14 @@ def _plain(v: Any) -> bool:
 
 def _tensor_key(t: Any) -> tuple | None:
     """What the rules read of a tensor: shape, strides, dtype and, on chip, the start
-    partition and (for the PSUM bank rules) the byte position. None: runtime offsets."""
+    partition and in PSUM the byte position (bank rules; no SBUF rule reads an SBUF byte
+    address). None: runtime offsets."""
     if getattr(t, "dynamic", None) is not None:
         return None
     buf, lay = t.buffer, t.layout
     where = buf.__dict__.get("_check_key")
     if where is None:
-        at = buf.byte_start if buf.space == "psum" else buf.byte_start % 2048
+        at = buf.byte_start if buf.space == "psum" else 0
         where = buf.__dict__["_check_key"] = (buf.space, buf.kind, buf.core, buf.partition_start,
                                               buf.partitions, at, buf.nbytes)
     if buf.on_chip:
