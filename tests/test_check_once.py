@@ -89,6 +89,19 @@ def test_registers_and_arrays_are_never_remembered():
     from trnsim.spec import check_key
 
     assert check_key("x", "vector", {}, {"a": 1, "b": (1, 2.0, "s"), "op": np.add}) is not None
+    assert check_key("x", "vector", {}, {"a": (1, [2])}) is None
     assert check_key("x", "vector", {}, {"a": [1, 2]}) is None
     assert check_key("x", "vector", {}, {"a": np.zeros(2)}) is None
     assert check_key("x", "vector", {}, {"a": object()}) is None
+
+
+def test_values_that_compare_equal_but_differ_in_type_are_checked_apart():
+    from trnsim import dtypes as dt
+    from trnsim.spec import check_key
+
+    def key(v):
+        return check_key("x", "vector", {}, {"a": v})
+
+    assert len({key(1), key(1.0), key(True)}) == 3
+    assert key((1, 2)) != key((1.0, 2))
+    assert key(dt.resolve("float32")) != key("float32")

@@ -158,9 +158,20 @@ def engine_access() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
 
 
 # ---------------------------------------------------------------- checking
+# Values whose meaning is their value (never tensors, never registers): check_key and
+# is_tensor answer these from the type alone.
+_PLAIN = frozenset({bool, int, float, str, type(None), dt.DType, types.FunctionType,
+                    types.BuiltinFunctionType, np.ufunc, np.bool_, np.int32, np.int64,
+                    np.float32, np.float64})
 
 
 def is_tensor(x: Any) -> bool:
+    """A view onto simulated memory (anything with .buffer and .layout). Plain values are
+    answered from their type: a failed hasattr costs an exception, on every attribute of
+    every instruction."""
+    t = type(x)
+    if t in _PLAIN or isinstance(t, enum.EnumMeta):
+        return False
     return hasattr(x, "buffer") and hasattr(x, "layout")
 
 
@@ -289,17 +300,22 @@ def check_instruction(spec: InstructionSpec, chip: Any, engine: str,
 # A kernel's loops issue the same instruction on the same tile slots again and again, and the
 # rules above read only what check_key captures, so a passing combination is checked once per
 # core and launch (NeuronCore.issue keeps the set). Bounds are checked every time (memory).
-_PLAIN = frozenset({bool, int, float, str, type(None), dt.DType, types.FunctionType,
-                    types.BuiltinFunctionType, np.ufunc, np.bool_, np.int32, np.int64,
-                    np.float32, np.float64})
 
 
-def _plain(v: Any) -> bool:
-    """Data whose meaning is its value (not a register, array or mutable object)."""
+_NOT_PLAIN = object()
+
+
+def _value_key(v: Any) -> Any:
+    """v with its type, when its meaning is its value (not a register, array or mutable
+    object); else _NOT_PLAIN. The type keeps 1, 1.0 and True (and a dtype and its name, which
+    compare equal) apart: a rule may accept one and refuse the other."""
     t = type(v)
     if t in _PLAIN or isinstance(t, enum.EnumMeta):
-        return True
-    return t is tuple and all(_plain(x) for x in v)
+        return t, v
+    if t is tuple:
+        out = tuple(_value_key(x) for x in v)
+        return _NOT_PLAIN if _NOT_PLAIN in out else (t, out)
+    return _NOT_PLAIN
 
 
 def _tensor_key(t: Any) -> tuple | None:
@@ -325,16 +341,14 @@ def check_key(opcode: str, engine: str, operands: Mapping[str, Any],
     plain data (registers, arrays, runtime offsets): those are checked every time."""
     parts: list[Any] = [opcode, engine]
     for k, v in operands.items():
-        if is_tensor(v):
-            v = _tensor_key(v)
-            if v is None:
-                return None
-        elif not _plain(v):
+        v = _tensor_key(v) if is_tensor(v) else _value_key(v)
+        if v is None or v is _NOT_PLAIN:
             return None
         parts.append(k)
         parts.append(v)
     for k, v in attrs.items():
-        if not _plain(v):
+        v = _value_key(v)
+        if v is _NOT_PLAIN:
             return None
         parts.append(k)
         parts.append(v)
