@@ -236,3 +236,24 @@ def test_written_inputs_are_updated_in_place():
     a = np.zeros((2, 3), np.float32)
     nki.simulate(kernel)(a)
     np.testing.assert_array_equal(a, 1)
+
+
+def test_the_garbage_collector_runs_again_after_a_launch_even_one_that_failed():
+    import gc
+
+    from trnsim.errors import ConstraintError
+
+    def bad(x):
+        nl.ndarray((129, 4), nl.float32, buffer=nl.sbuf)  # more than 128 partitions
+        return x
+
+    def good(x):
+        assert not gc.isenabled()  # paused while the kernel is traced
+        return x
+
+    assert gc.isenabled()
+    nki.simulate(good)(np.zeros((2, 2), np.float32))
+    assert gc.isenabled()
+    with pytest.raises(ConstraintError):
+        nki.simulate(bad)(np.zeros((2, 2), np.float32))
+    assert gc.isenabled()

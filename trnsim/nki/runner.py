@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
+import gc
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,16 +181,17 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         contexts.append(ctx)
     bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
               for ctx in contexts]
-    if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
-        # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
-        programs = Programs(len(contexts))
-        for ctx in contexts:
-            ctx.extra["lnc"] = programs
-        result = programs.run(bodies)[-1]
-    else:
-        result = None
-        for body in bodies:
-            result = body()
+    with _gc_paused():
+        if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
+            # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
+            programs = Programs(len(contexts))
+            for ctx in contexts:
+                ctx.extra["lnc"] = programs
+            result = programs.run(bodies)[-1]
+        else:
+            result = None
+            for body in bodies:
+                result = body()
     if generation == "ga":
         check_ga_outputs(result, kernel)
     # Timing-only runs hold no values: a returned tensor of 50 GiB must not be read back.
@@ -201,6 +204,21 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if sink is not None:
         sink.append(run)
     return run
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a kernel is traced: its full collections walk
+    the growing program record (tracing time per instruction then grows with the kernel), and
+    tracing itself leaves no reference cycles behind (what the kernel's own code makes is
+    collected when the launch ends)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _run_program(ctx: KernelContext, kernel: Callable[..., Any], args: Sequence[Any],
