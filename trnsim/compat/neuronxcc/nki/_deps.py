@@ -30,24 +30,39 @@ from trnsim.memory import View
 from trnsim.program import Instruction, SourceLocation
 
 
+class _Shadow:
+    """The stamps of one Buffer, at granularity `g` bytes. `uniform` is set while every element
+    holds that one stamp (a tile written whole, as loops mostly do): checks and stamps are then
+    scalar work, and `arr` is brought up to date only when a part is written."""
+
+    __slots__ = ("arr", "g", "uniform")
+
+    def __init__(self, arr: np.ndarray, g: int) -> None:
+        self.arr, self.g, self.uniform = arr, g, 0
+
+
 class Tracker:
     """Write stamps of the buffers written inside affine_range loops."""
 
     def __init__(self) -> None:
         self._shadows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def _stamps(self, view: View, create: bool) -> np.ndarray | None:
-        """A strided int32 view of the stamps of the view's elements (None if untracked)."""
+    def _shadow(self, view: View, create: bool) -> _Shadow | None:
         buf, lay = view.buffer, view.layout
-        entry = self._shadows.get(buf)
-        if entry is None:
+        sh = self._shadows.get(buf)
+        if sh is None:
             if not create or lay.size == 0:
                 return None
             g = lay.dtype.itemsize
             shape = (buf.partitions, buf.nbytes // g) if buf.on_chip else (buf.nbytes // g,)
-            entry = (np.zeros(shape, dtype=np.int32), g)
-            self._shadows[buf] = entry
-        arr, g = entry
+            sh = self._shadows[buf] = _Shadow(np.zeros(shape, dtype=np.int32), g)
+        return sh
+
+    def _stamps(self, sh: _Shadow, view: View) -> np.ndarray | None:
+        """A strided int32 view of the stamps of the view's elements (None if untracked: a
+        view not aligned to the shadow's granularity)."""
+        buf, lay = view.buffer, view.layout
+        arr, g = sh.arr, sh.g
         s = lay.dtype.itemsize
         if lay.size == 0:
             return None
@@ -70,6 +85,19 @@ class Tracker:
             strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
         return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
 
+    def _hit(
+        self, frames: list[LoopFrame], view: View, accumulate_ok: bool
+    ) -> tuple[LoopFrame, int] | None:
+        sh = self._shadow(view, create=False)
+        if sh is None:
+            return None
+        if sh.uniform is not None:
+            if view.layout.size == 0 or not _aligned(sh, view):
+                return None
+            return _uniform_hit(frames, sh.uniform, accumulate_ok)
+        stamps = self._stamps(sh, view)
+        return None if stamps is None else _earliest_hit(frames, stamps, accumulate_ok)
+
     def check(
         self,
         frames: list[LoopFrame],
@@ -84,24 +112,68 @@ class Tracker:
         for name, view in reads.items():
             if rmw and any(_same(view, w) for w in writes.values()):
                 continue  # the accumulation target read by `t += x` / loop_reduce
-            stamps = self._stamps(view, create=False)
-            if stamps is not None:
-                hit = _earliest_hit(frames, stamps, accumulate_ok=False)
-                if hit is not None:
-                    raise _carried(opcode, name, view, hit, program, loc)
+            hit = self._hit(frames, view, accumulate_ok=False)
+            if hit is not None:
+                raise _carried(opcode, name, view, hit, program, loc)
         for name, view in writes.items():
-            stamps = self._stamps(view, create=False)
-            if stamps is not None:
-                hit = _earliest_hit(frames, stamps, accumulate_ok=rmw)
-                if hit is not None:
-                    raise _output_dep(opcode, name, view, hit, program, loc)
+            hit = self._hit(frames, view, accumulate_ok=rmw)
+            if hit is not None:
+                raise _output_dep(opcode, name, view, hit, program, loc)
 
     def stamp(self, writes: Mapping[str, View], index: int, rmw: bool) -> None:
         value = -(index + 1) if rmw else index + 1
         for view in writes.values():
-            stamps = self._stamps(view, create=True)
+            sh = self._shadow(view, create=True)
+            if sh is None:
+                continue
+            if _whole(sh, view):
+                sh.uniform = value
+                continue
+            if sh.uniform is not None:
+                sh.arr.fill(sh.uniform)  # a part changes: the array becomes the truth
+                sh.uniform = None
+            stamps = self._stamps(sh, view)
             if stamps is not None:
                 stamps[...] = value
+
+
+def _aligned(sh: _Shadow, view: View) -> bool:
+    """The view's elements fall on the shadow's granularity (else it is not tracked)."""
+    buf, lay = view.buffer, view.layout
+    s, g = lay.dtype.itemsize, sh.g
+    if buf.on_chip:
+        f = buf.elems_per_partition(lay.dtype)
+        if (lay.offset % f * s) % g if f else (lay.offset * s) % g:
+            return False
+        return all((f and st and st % f == 0) or (st * s) % g == 0 for st in lay.strides)
+    return not (lay.offset * s) % g and not any((st * s) % g for st in lay.strides)
+
+
+def _whole(sh: _Shadow, view: View) -> bool:
+    """The view is exactly every element of its buffer, each once, at the shadow's
+    granularity: a dense row-major layout over the whole buffer."""
+    buf, lay = view.buffer, view.layout
+    if lay.dtype.itemsize != sh.g or lay.offset != 0 or lay.size != sh.arr.size:
+        return False
+    expect = 1
+    for n, st in zip(reversed(lay.shape), reversed(lay.strides), strict=True):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return not buf.on_chip or (bool(lay.shape) and lay.shape[0] == buf.partitions)
+
+
+def _uniform_hit(
+    frames: list[LoopFrame], stamp: int, accumulate_ok: bool
+) -> tuple[LoopFrame, int] | None:
+    """_earliest_hit for stamps that all hold `stamp`."""
+    if stamp == 0 or (accumulate_ok and stamp < 0):
+        return None
+    idx = abs(stamp) - 1
+    for f in reversed(frames):
+        if f.start <= idx < f.iter_start:
+            return f, idx
+    return None
 
 
 def _same(a: View, b: View) -> bool:
