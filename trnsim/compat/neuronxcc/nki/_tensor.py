@@ -13,13 +13,14 @@ learn its destination (see _emit). Knows nothing about instructions.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import broadcast_shapes
 from trnsim.errors import ConstraintError, KernelError, OutOfBoundsError
-from trnsim.memory import Buffer, Layout, View
+from trnsim.memory import Buffer, Layout, View, interned
 from trnsim.program import capture_location
 
 Box = list[tuple[int, int]]
@@ -27,6 +28,44 @@ Box = list[tuple[int, int]]
 
 def full_box(shape: tuple[int, ...]) -> Box:
     return [(0, n) for n in shape]
+
+
+# The access geometry of a tensor (base layout, affine access map, box) decides its Layout and
+# bounds; a kernel's loops repeat the same few, so both are computed once per geometry.
+@functools.lru_cache(maxsize=8192)
+def _access_layout(
+    dtype: dt.DType,
+    offset: int,
+    strides: tuple[int, ...],
+    consts: tuple[int, ...],
+    coefs: tuple[tuple[int, ...], ...],
+    box: tuple[tuple[int, int], ...],
+) -> Layout:
+    off = offset
+    for d, st in enumerate(strides):
+        off += st * (consts[d] + sum(c * lo for c, (lo, _) in zip(coefs[d], box, strict=True)))
+    out = tuple(sum(strides[d] * coefs[d][k] for d in range(len(strides))) for k in range(len(box)))
+    return interned(Layout(dtype, off, tuple(hi - lo for lo, hi in box), out))
+
+
+@functools.lru_cache(maxsize=8192)
+def _out_of_bounds(
+    shape: tuple[int, ...],
+    consts: tuple[int, ...],
+    coefs: tuple[tuple[int, ...], ...],
+    box: tuple[tuple[int, int], ...],
+) -> tuple[int, int, int, int] | None:
+    """(dimension, lowest, highest index, size) of the first dimension the access leaves."""
+    if any(hi <= lo for lo, hi in box):
+        return None
+    for d, n in enumerate(shape):
+        lo = hi = consts[d]
+        for c, (a, b) in zip(coefs[d], box, strict=True):
+            lo += min(c * a, c * (b - 1))
+            hi += max(c * a, c * (b - 1))
+        if lo < 0 or hi >= n:
+            return d, lo, hi, n
+    return None
 
 
 class tensor:
@@ -60,8 +99,8 @@ class tensor:
         self._buf = buf
         self._base = base
         self._pdim = pdim
-        self._consts = consts
-        self._coefs = coefs
+        self._consts = tuple(consts)  # tuples: the access geometry is a cache key
+        self._coefs = tuple(map(tuple, coefs))
         self._shape = tuple(int(n) for n in shape)
         self._dtype = dtype
         self._pending = None
@@ -172,38 +211,25 @@ class tensor:
 
     def layout(self, box: Box | None = None) -> Layout:
         """The strided Layout of the access restricted to `box` (default: all of it)."""
-        box = box or full_box(self._shape)
         base = self._base
-        off = base.offset
-        for d, st in enumerate(base.strides):
-            off += st * (
-                self._consts[d]
-                + sum(c * lo for c, (lo, _) in zip(self._coefs[d], box, strict=True))
-            )
-        strides = tuple(
-            sum(base.strides[d] * self._coefs[d][k] for d in range(len(base.shape)))
-            for k in range(len(self._shape))
+        box_key = tuple(box) if box else tuple(full_box(self._shape))
+        return _access_layout(
+            self._dtype, base.offset, base.strides, self._consts, self._coefs, box_key
         )
-        return Layout(self._dtype, off, tuple(hi - lo for lo, hi in box), strides)
 
     def check_bounds(self, box: Box | None = None) -> None:
         """B1's trace-time bounds check per tensor dimension."""
-        box = box or full_box(self._shape)
-        if any(hi <= lo for lo, hi in box):
-            return
-        for d, n in enumerate(self._base.shape):
-            lo = hi = self._consts[d]
-            for c, (a, b) in zip(self._coefs[d], box, strict=True):
-                lo += min(c * a, c * (b - 1))
-                hi += max(c * a, c * (b - 1))
-            if lo < 0 or hi >= n:
-                raise b1_error(
-                    OutOfBoundsError,
-                    "err_tensor_access_out_of_bound",
-                    f"Out-of-bound access for tensor `{self.name or '?'}` on "
-                    f"dimension {d}: index range [{lo}, {hi}] exceed dimension "
-                    f"size of {n}",
-                )
+        box_key = tuple(box) if box else tuple(full_box(self._shape))
+        bad = _out_of_bounds(self._base.shape, self._consts, self._coefs, box_key)
+        if bad is not None:
+            d, lo, hi, n = bad
+            raise b1_error(
+                OutOfBoundsError,
+                "err_tensor_access_out_of_bound",
+                f"Out-of-bound access for tensor `{self.name or '?'}` on "
+                f"dimension {d}: index range [{lo}, {hi}] exceed dimension "
+                f"size of {n}",
+            )
 
     def operand(self, box: Box | None = None) -> View:
         """The operand View an instruction reads or writes (bounds checked)."""
