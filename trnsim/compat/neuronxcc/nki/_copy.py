@@ -10,6 +10,7 @@ larger destination (NumPy rules); a larger one is err_store_dst_shape_smaller_th
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
 
 
 def _elems(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+    return int(math.prod(shape))
 
 
 def fit(dst: Any, value: tensor, what: str) -> tensor:

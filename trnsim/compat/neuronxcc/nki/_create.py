@@ -8,6 +8,7 @@ partition axis are free-dim offsets. Fresh storage holds the simulator's NaN / 4
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -116,7 +117,7 @@ def _allocate_on_chip(
             f"number of partitions {parts} exceed architecture limitation of {pmax}.",
         )
     free = [n for d, n in enumerate(logical) if d != pdim]
-    f_total = int(np.prod(free, dtype=np.int64)) if free else 1
+    f_total = int(math.prod(free))
     address = None
     if direct is not None:
         st.direct_alloc = True
@@ -145,9 +146,7 @@ def _direct_address(
     """Every block's B1 address (validated); the exact address when there is one block."""
     blocks = logical[:pdim]
     tile_free = [n for d, n in enumerate(logical) if d > pdim]
-    fbytes = (
-        int(np.prod(tile_free, dtype=np.int64)) * dtype.itemsize if tile_free else dtype.itemsize
-    )
+    fbytes = int(math.prod(tile_free)) * dtype.itemsize
     first = None
     for idx in np.ndindex(*blocks) if blocks else [()]:
         p, b = direct.address(tuple(int(i) for i in idx), logical[pdim], fbytes)

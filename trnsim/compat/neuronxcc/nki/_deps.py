@@ -17,7 +17,6 @@ about values.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,20 +41,21 @@ class _Shadow:
 
 
 class Tracker:
-    """Write stamps of the buffers written inside affine_range loops."""
-
-    def __init__(self) -> None:
-        self._shadows: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+    """Write stamps of the buffers written inside affine_range loops. Each Buffer carries its
+    shadows, one per tracker (so they go when the buffer goes)."""
 
     def _shadow(self, view: View, create: bool) -> _Shadow | None:
         buf, lay = view.buffer, view.layout
-        sh = self._shadows.get(buf)
+        shadows = buf.__dict__.get("_b1_stamps")
+        sh = shadows.get(self) if shadows is not None else None
         if sh is None:
             if not create or lay.size == 0:
                 return None
             g = lay.dtype.itemsize
             shape = (buf.partitions, buf.nbytes // g) if buf.on_chip else (buf.nbytes // g,)
-            sh = self._shadows[buf] = _Shadow(np.zeros(shape, dtype=np.int32), g)
+            if shadows is None:
+                shadows = buf.__dict__["_b1_stamps"] = {}
+            sh = shadows[self] = _Shadow(np.zeros(shape, dtype=np.int32), g)
         return sh
 
     def _stamps(self, sh: _Shadow, view: View) -> np.ndarray | None:

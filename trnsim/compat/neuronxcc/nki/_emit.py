@@ -18,6 +18,7 @@ plus the affine_range dependency check and HBM write bookkeeping.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -425,7 +426,7 @@ def emit_into(dst: tensor, value: tensor, mode: str) -> bool:
         not dst.shape
         or not p.shape
         or dst.shape[0] != p.shape[0]
-        or int(np.prod(dst.shape)) != int(np.prod(p.shape))
+        or math.prod(dst.shape) != math.prod(p.shape)
     ):
         return False
     take_pending(value)

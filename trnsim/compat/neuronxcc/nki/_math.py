@@ -81,7 +81,7 @@ def out_dtype(dtype: Any, default: dt.DType) -> dt.DType:
 
 
 def free_elems(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    return int(math.prod(shape[1:]))
 
 
 def aligned_shape(a: tuple[int, ...], b: tuple[int, ...], api: str) -> tuple[int, ...]:
