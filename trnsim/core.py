@@ -210,9 +210,13 @@ class NeuronCore:
             known = sorted(set(specs) & set(sem.registered()))
             raise UnsupportedError(f"{opcode}: not simulated yet (simulated: {', '.join(known)})",
                                    loc)
-        tensors = {k: v for k, v in operands.items() if is_tensor(v)}
-        for k, v in tensors.items():
-            check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
+        tensors, scalars = {}, []
+        for k, v in operands.items():
+            if is_tensor(v):
+                tensors[k] = v
+                check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
+            elif v is not None:
+                scalars.append((k, v))
         self._check(spec, engine, operands, attrs)
         if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
             fn(self, engine=engine, **operands, **attrs)
@@ -228,9 +232,8 @@ class NeuronCore:
             if access in ("write", "readwrite"):
                 writes.append(rec)
         simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
-        for k, v in operands.items():
-            if not is_tensor(v) and v is not None:
-                simple_attrs[k] = _attr_value(v)
+        for k, v in scalars:
+            simple_attrs[k] = _attr_value(v)
         instr = Instruction(index=len(self.device.program), opcode=opcode, engine=engine,
                             core=self.index, reads=tuple(reads), writes=tuple(writes),
                             attrs=simple_attrs, loc=loc, name=name or "", loops=loops,
@@ -241,8 +244,13 @@ class NeuronCore:
         return instr
 
 
+_RECORDED_AS_IS = frozenset({bool, int, float, str, type(None)})
+
+
 def _attr_value(v: Any) -> Any:
     """Attributes as plain data for the record (enums and callables by name)."""
+    if type(v) in _RECORDED_AS_IS:
+        return v
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
     if isinstance(v, (tuple, list)):

@@ -47,14 +47,24 @@ def is_internal_file(filename: str) -> bool:
     return path.startswith(_INTERNAL_DIRS) or ("importlib" in path and "<frozen" in filename)
 
 
+_INTERNAL_CODE: dict[Any, bool] = {}  # code object -> inside the simulator (see below)
+
+
 def capture_location(skip_internal: bool = True) -> SourceLocation | None:
     """The first stack frame outside trnsim: where the user called us."""
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        fname = code.co_filename
-        if not skip_internal or not (is_internal_file(fname) or fname.startswith("<frozen")):
-            return _location(fname, frame.f_lineno, code.co_name)
+        internal = _INTERNAL_CODE.get(code)
+        if internal is None:  # once per function: every instruction walks the same frames
+            if len(_INTERNAL_CODE) > 16384:
+                _INTERNAL_CODE.clear()
+            fname = code.co_filename
+            internal = _INTERNAL_CODE[code] = is_internal_file(fname) or fname.startswith(
+                "<frozen"
+            )
+        if not skip_internal or not internal:
+            return _location(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
 
