@@ -4,7 +4,8 @@
 
 1. Simulation speed in simulated instructions per second (process CPU time, so other load on
    the machine matters less): the scheduler alone on a recorded program, timing-only end to end
-   (values=False: tracing the kernel + scheduling) and values+timing end to end.
+   (values=False: tracing the kernel + scheduling) and values+timing end to end, for the
+   current API and for the same matmul written in the Beta-1 API.
 2. Growth: CPU time per instruction at N, 2N, 4N instructions (linear: ratios near 1).
 3. A 4096 x 4096 x 4096 bf16 blocked matmul with values and timing, over the time numpy alone
    needs for the same tile arithmetic (the same 128x128x512 tile matmuls in fp32).
@@ -37,6 +38,7 @@ from kernels_for_timing import (  # noqa: E402
     TILE_M,
     TILE_N,
     blocked_matmul,
+    blocked_matmul_b1,
     compute_chain,
     elementwise_chain,
     hbm_stream,
@@ -94,6 +96,13 @@ def speed(n: int, chip: str = "trn2") -> None:
     print(
         f"elementwise chain ({m} instr): scheduler {m / t_se:.0f} instr/s, "
         f"timing-only {m / (t_te + t_se):.0f} instr/s"
+    )
+    run_b, t_tb, _ = cpu(lambda: trace(blocked_matmul_b1, (a, a), chip, False))
+    t_sb = best_of(lambda: time_program(run_b.program, run_b.chip, values=False))
+    nb = len(run_b.program)
+    print(
+        f"Beta-1 blocked matmul ({nb} instr: nl.load, nl.matmul, +=): scheduler "
+        f"{nb / t_sb:.0f} instr/s, timing-only {nb / (t_tb + t_sb):.0f} instr/s"
     )
     run_c, t_tc, _ = cpu(lambda: trace(compute_chain, (zeros((128, 128), BF16),), chip, False))
     t_sc = best_of(lambda: time_program(run_c.program, run_c.chip, values=False))
@@ -199,6 +208,8 @@ def warm_up(chip: str = "trn2") -> None:
             r = trace(blocked_matmul, (a, a), chip, values)
             time_program(r.program, r.chip, values=values)
             r = trace(elementwise_chain, (x,), chip, values)
+            time_program(r.program, r.chip, values=values)
+            r = trace(blocked_matmul_b1, (a, a), chip, values)
             time_program(r.program, r.chip, values=values)
 
     _, t, _ = cpu(run)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import trnsim.compat.neuronxcc.nki as b1nki
+import trnsim.compat.neuronxcc.nki.language as b1nl
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
@@ -87,3 +89,26 @@ def hbm_stream(x, y):
         t = nl.ndarray((128, free), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x[r * 128 : (r + 1) * 128, :])
         nisa.dma_copy(dst=y[r * 128 : (r + 1) * 128, :], src=t)
+
+
+@b1nki.jit
+def blocked_matmul_b1(a_t, b):
+    """The same product in the Beta-1 API (value-returning nl.load / nl.matmul, PSUM `+=`),
+    tiled 128 (K) x 128 (M) x 512 (N); the output is fp32 in HBM."""
+    k_dim, m_dim = a_t.shape
+    n_dim = b.shape[1]
+    out = b1nl.ndarray((m_dim, n_dim), dtype=b1nl.float32, buffer=b1nl.shared_hbm)
+    for m in b1nl.affine_range(m_dim // TILE_M):
+        for n in b1nl.affine_range(n_dim // TILE_N):
+            acc = b1nl.zeros((TILE_M, TILE_N), b1nl.float32, buffer=b1nl.psum)
+            for k in b1nl.affine_range(k_dim // TILE_K):
+                a_tile = b1nl.load(
+                    a_t[k * TILE_K : (k + 1) * TILE_K, m * TILE_M : (m + 1) * TILE_M]
+                )
+                b_tile = b1nl.load(b[k * TILE_K : (k + 1) * TILE_K, n * TILE_N : (n + 1) * TILE_N])
+                acc += b1nl.matmul(a_tile, b_tile, transpose_x=True)
+            b1nl.store(
+                out[m * TILE_M : (m + 1) * TILE_M, n * TILE_N : (n + 1) * TILE_N],
+                value=b1nl.copy(acc, dtype=b1nl.float32),
+            )
+    return out
