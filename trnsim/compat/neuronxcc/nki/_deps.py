@@ -17,6 +17,7 @@ about values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,10 +35,17 @@ class _Shadow:
     holds that one stamp (a tile written whole, as loops mostly do): checks and stamps are then
     scalar work, and `arr` is brought up to date only when a part is written."""
 
-    __slots__ = ("arr", "g", "uniform")
+    __slots__ = ("_arr", "g", "shape", "size", "uniform")
 
-    def __init__(self, arr: np.ndarray, g: int) -> None:
-        self.arr, self.g, self.uniform = arr, g, 0
+    def __init__(self, shape: tuple[int, ...], g: int) -> None:
+        self.shape, self.size, self.g, self.uniform = shape, math.prod(shape), g, 0
+        self._arr: np.ndarray | None = None  # made when a part is first written
+
+    @property
+    def arr(self) -> np.ndarray:
+        if self._arr is None:
+            self._arr = np.empty(self.shape, dtype=np.int32)
+        return self._arr
 
 
 class Tracker:
@@ -55,7 +63,7 @@ class Tracker:
             shape = (buf.partitions, buf.nbytes // g) if buf.on_chip else (buf.nbytes // g,)
             if shadows is None:
                 shadows = buf.__dict__["_b1_stamps"] = {}
-            sh = shadows[self] = _Shadow(np.zeros(shape, dtype=np.int32), g)
+            sh = shadows[self] = _Shadow(shape, g)
         return sh
 
     def _stamps(self, sh: _Shadow, view: View) -> np.ndarray | None:
@@ -153,7 +161,7 @@ def _whole(sh: _Shadow, view: View) -> bool:
     """The view is exactly every element of its buffer, each once, at the shadow's
     granularity: a dense row-major layout over the whole buffer."""
     buf, lay = view.buffer, view.layout
-    if lay.dtype.itemsize != sh.g or lay.offset != 0 or lay.size != sh.arr.size:
+    if lay.dtype.itemsize != sh.g or lay.offset != 0 or lay.size != sh.size:
         return False
     expect = 1
     for n, st in zip(reversed(lay.shape), reversed(lay.strides), strict=True):
