@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +41,8 @@ def tensor_label(name: str) -> str:
 class Buffer:
     """One allocation: a block of HBM, or a partitions x bytes rectangle of SBUF/PSUM."""
 
+    _handle: int | None = None  # (a class default: __del__ may run on a half-made buffer)
+
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
                  kind: str, name: str = "", handle: int | None = None, *,
@@ -64,8 +65,7 @@ class Buffer:
         self.shape = shape
         self.dtype = dtype
         self.reclaimed = ""  # why its space was handed to another tile (then unusable)
-        if handle is not None:
-            self._finalizer = weakref.finalize(self, memory.allocator.free, handle)
+        self._handle = handle  # the allocation this buffer owns until released
 
     @property
     def label(self) -> TensorLabel:
@@ -83,9 +83,13 @@ class Buffer:
         return TensorLabel(text)
 
     def release(self) -> None:
-        fin = getattr(self, "_finalizer", None)
-        if fin is not None:
-            fin()
+        """Give the space back to the allocator (once; also when the buffer is dropped)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self.memory.allocator.free(handle)
+
+    def __del__(self) -> None:  # cheaper to set up than weakref.finalize, once per tile
+        self.release()
 
     def elems_per_partition(self, dtype: dt.DType) -> int:
         """F: elements per partition (on chip) or in total (HBM) in units of dtype."""
