@@ -251,3 +251,17 @@ def test_an_interned_layout_is_bounds_checked_per_buffer():
     with pytest.raises(OutOfBoundsError, match="small"):
         check_bounds(small, lay)
     check_bounds(big, lay)
+
+
+def test_an_index_remembered_on_a_layout_depends_on_where_the_tensor_lives():
+    """The same Layout indexed with the same key drops an int dim in HBM but keeps the
+    partition dim on chip; the memo must not hand one the other's result."""
+    from trnsim.nki.views import indexed
+
+    lay = interned(Layout(dt.float32, 0, (4, 8), (8, 1)))
+    hbm = indexed(lay, (1, slice(0, 8)), on_chip=False)
+    chip = indexed(lay, (1, slice(0, 8)), on_chip=True)
+    assert hbm.shape == (8,) and chip.shape == (1, 8)
+    assert indexed(lay, (1, slice(0, 8)), on_chip=False) is hbm
+    assert indexed(lay, (1, slice(0, 8)), on_chip=True) is chip
+    assert indexed(lay, (slice(0, 2, 1), 3), on_chip=True).shape == (2, 1)

@@ -137,9 +137,9 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
     @_user_errors
     def __getitem__(self, key: Any) -> NkiTensor:
         if self.dynamic is None:
-            simple = vw.simple_index_layout(self.layout, key, self.buffer.on_chip)
+            simple = vw.indexed(self.layout, key, self.buffer.on_chip)
             if simple is not None:
-                return self._derive(simple[0], None, "index")
+                return self._derive(simple, None, "index")
         key_list = vw.normalize_key(key, self.ndim)
         dyn_dims = [d for d, k in enumerate(key_list) if _is_index_tensor(k)]
         if dyn_dims:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trnsim.errors import ConstraintError, OutOfBoundsError
-from trnsim.memory import Layout, View, tensor_label
+from trnsim.memory import Layout, View, interned, tensor_label
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,52 @@ def _drop_int_dims(
     kept = [d for d in range(len(shape)) if d not in drop]
     out = Layout(lay.dtype, offset, tuple(shape[d] for d in kept), tuple(strides[d] for d in kept))
     return out, kept
+
+
+def indexed(lay: Layout, key: Any, on_chip: bool) -> Layout | None:
+    """simple_index_layout's Layout, remembered on `lay` per key: a kernel's loops index the
+    same tiles with the same few keys. None when the key is not a simple one."""
+    sig = _key_signature(key)
+    if sig is not None:
+        sig = (on_chip, sig)  # ints drop dims differently on chip and in HBM
+    memo = lay.__dict__.get("_indexed")
+    if memo is None:
+        memo = lay.__dict__["_indexed"] = {}
+    got = memo.get(sig) if sig is not None else None
+    if got is None:
+        simple = simple_index_layout(lay, key, on_chip)
+        if simple is None:
+            return None
+        got = interned(simple[0])
+        if sig is not None:
+            if len(memo) >= 256:
+                memo.clear()
+            memo[sig] = got
+    return got
+
+
+def _key_signature(key: Any) -> tuple | None:
+    """A hashable form of an index key made of Python ints and slices of ints (None
+    otherwise): slices are not hashable before Python 3.12."""
+    if type(key) is not tuple:
+        key = (key,)
+    out = []
+    for k in key:
+        tk = type(k)
+        if tk is slice:
+            lo, hi, st = k.start, k.stop, k.step
+            if not (
+                (lo is None or type(lo) is int)
+                and (hi is None or type(hi) is int)
+                and (st is None or type(st) is int)
+            ):
+                return None
+            out.append((lo, hi, st))
+        elif tk is int:
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
 
 
 def simple_index_layout(lay: Layout, key: Any, on_chip: bool) -> tuple[Layout, list[int]] | None:
