@@ -47,7 +47,11 @@ def is_internal_file(filename: str) -> bool:
     return path.startswith(_INTERNAL_DIRS) or ("importlib" in path and "<frozen" in filename)
 
 
-_INTERNAL_CODE: dict[Any, bool] = {}  # code object -> inside the simulator (see below)
+# Per code object (by id, with the object kept to rule out a reused id): whether it is the
+# simulator's own, and the SourceLocation of each instruction offset already seen. Every
+# instruction walks the same frames; hashing a code object hashes its contents, and f_lineno
+# decodes the line table, so both are looked up once.
+_CODE_INFO: dict[int, tuple[Any, bool, dict[int, SourceLocation]]] = {}
 
 
 def capture_location(skip_internal: bool = True) -> SourceLocation | None:
@@ -55,16 +59,19 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
     frame = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        internal = _INTERNAL_CODE.get(code)
-        if internal is None:  # once per function: every instruction walks the same frames
-            if len(_INTERNAL_CODE) > 16384:
-                _INTERNAL_CODE.clear()
+        info = _CODE_INFO.get(id(code))
+        if info is None or info[0] is not code:
+            if len(_CODE_INFO) > 16384:
+                _CODE_INFO.clear()
             fname = code.co_filename
-            internal = _INTERNAL_CODE[code] = is_internal_file(fname) or fname.startswith(
-                "<frozen"
-            )
-        if not skip_internal or not internal:
-            return _location(code.co_filename, frame.f_lineno, code.co_name)
+            internal = is_internal_file(fname) or fname.startswith("<frozen")
+            info = _CODE_INFO[id(code)] = (code, internal, {})
+        if not skip_internal or not info[1]:
+            at = info[2]
+            loc = at.get(frame.f_lasti)
+            if loc is None:
+                loc = at[frame.f_lasti] = _location(code.co_filename, frame.f_lineno, code.co_name)
+            return loc
         frame = frame.f_back
     return None
 
