@@ -144,8 +144,31 @@ class DependencyTracker:
 
     def __init__(self) -> None:
         self._spaces: dict[tuple[str, int], _Space] = {}
+        # Identity memos (the tracing side interns regions and operands, so the same objects
+        # recur): id(on-chip region) -> (region, node), and (id(HBM operand), core) ->
+        # (operand, node). Holding the object keeps its id from being reused.
+        self._by_region: dict[int, tuple[object, _Node | None]] = {}
+        self._by_operand: dict[tuple[int, int], tuple[Operand, _Node | None]] = {}
 
     def _node(self, op: Operand, core: int) -> _Node | None:
+        """The node of `op` as accessed from `core`, through the identity memos."""
+        r = op.region
+        if r.space == "hbm":
+            key = (id(op), core)
+            got = self._by_operand.get(key)
+            if got is None:
+                got = self._by_operand[key] = (op, self._find(op, core))
+            return got[1]
+        got = self._by_region.get(id(r))
+        if got is not None:
+            return got[1]
+        n = self._find(op, core)
+        if r.core is not None:  # else the node depends on the issuing core: not memoised
+            self._by_region[id(r)] = (r, n)
+        return n
+
+    def _find(self, op: Operand, core: int) -> _Node | None:
+        """The node of `op` by value: its space's node for the same box, or a new one."""
         r = op.region
         if r.byte_end <= r.byte_start:
             return None
@@ -182,9 +205,10 @@ class DependencyTracker:
         instruction streams, ordered only by explicit barriers, as on hardware.
         """
         deps: list[tuple[int, str, str]] = []
-        node = self._node
+        node, by_region = self._node, self._by_region.get
         for op in reads:
-            n = node(op, core)
+            got = by_region(id(op.region))  # the common case, inlined
+            n = got[1] if got is not None else node(op, core)
             if n is None:
                 continue
             name = op.name
@@ -195,7 +219,8 @@ class DependencyTracker:
                     deps.append((o.writer, FLOW, name))
             n.readers[queue] = idx
         for op in writes:
-            n = node(op, core)
+            got = by_region(id(op.region))
+            n = got[1] if got is not None else node(op, core)
             if n is None:
                 continue
             name = op.name

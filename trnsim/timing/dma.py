@@ -164,6 +164,7 @@ class DmaSystem:
         self._next_engine: dict[tuple[int, str], int] = {}
         self._n_eng = chip.dma.engines_per_core
         self._rates: dict[int, float] = {}  # id(plan) -> bytes per tick
+        self._chunk_ticks: dict[int, list[tuple[int, int, int, int]]] = {}  # id(plan) -> ...
         self._plans: list[DmaPlan] = []
         # ChunkRecord fields + a count of consecutive engines sharing them, as plain tuples
         self.records: list[tuple] = []
@@ -189,29 +190,24 @@ class DmaSystem:
         """Process every event at the earliest time, and at the next times while no transfer
         has finished; return finished transfers (index, tick), or [] once out of events."""
         done: list[tuple[int, int]] = []
-        heap = self._heap
-        while heap and not done:
-            self._step(heap[0][0], done)
-        return done
-
-    def _step(self, t: int, done: list[tuple[int, int]]) -> None:
         heap, pop = self._heap, heapq.heappop
-        while heap and heap[0][0] == t:
-            _, _, kind, obj = pop(heap)
-            if kind == 0:
-                if self.uncapped:
-                    self._arrive_uncapped(t, obj)  # type: ignore[arg-type]
+        arrive = self._arrive_uncapped if self.uncapped else self._arrive
+        while heap and not done:
+            t = heap[0][0]
+            while heap and heap[0][0] == t:
+                _, _, kind, obj = pop(heap)
+                if kind == 0:
+                    arrive(t, obj)  # type: ignore[arg-type]
+                elif kind == 3:
+                    done.append((obj, t))  # type: ignore[arg-type]
+                    self.pending_samples.append((t, self.pending_samples[-1][1] - 1))
+                elif kind == 1:
+                    self._stream(t, obj)  # type: ignore[arg-type]
                 else:
-                    self._arrive(t, obj)  # type: ignore[arg-type]
-            elif kind == 3:
-                done.append((obj, t))  # type: ignore[arg-type]
-                self.pending_samples.append((t, self.pending_samples[-1][1] - 1))
-            elif kind == 1:
-                self._stream(t, obj)  # type: ignore[arg-type]
-            else:
-                chunk, version = obj  # type: ignore[misc]
-                if version == chunk.version:
-                    self._finish(t, chunk, done)
+                    chunk, version = obj  # type: ignore[misc]
+                    if version == chunk.version:
+                        self._finish(t, chunk, done)
+        return done
 
     def _arrive_uncapped(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         """Without HBM contention each engine's schedule follows from arrivals alone: chunks are
@@ -223,7 +219,9 @@ class DmaSystem:
         free = self._free.get(core)
         if free is None:
             free = self._free[core] = [0] * n_eng
-        desc, rate = self.desc_ticks, self._rate(plan)
+        chunk_ticks = self._chunk_ticks.get(id(plan))
+        if chunk_ticks is None:
+            chunk_ticks = self._uncapped_ticks(plan)
         queue, w, records = plan.queue, plan.hbm_weight, self.records
         n = len(plan.chunks)
         if plan.uniform and first + n <= n_eng:
@@ -239,11 +237,11 @@ class DmaSystem:
         if uniform:
             # The common case: equal chunks on engines free at the same time (or idle): one
             # row for the whole group.
-            d, b = plan.chunks[0]
+            d, b, d_ticks, b_ticks = chunk_ticks[0]
             if latest > t:
                 t = latest
-            stream = t + math.ceil(d * desc)
-            end = stream + math.ceil(b / rate)
+            stream = t + d_ticks
+            end = stream + b_ticks
             free[first : first + n] = [end] * n
             records.append((transfer, core, first, queue, d, b, w, t, stream, end, n))
             self._seq += 1
@@ -251,16 +249,24 @@ class DmaSystem:
             return
         last = t
         e = first
-        for d, b in plan.chunks:
+        for d, b, d_ticks, b_ticks in chunk_ticks:
             f = free[e]
             start = t if t > f else f
-            stream = start + math.ceil(d * desc)
-            end = free[e] = stream + math.ceil(b / rate)
+            stream = start + d_ticks
+            end = free[e] = stream + b_ticks
             records.append((transfer, core, e, queue, d, b, w, start, stream, end, 1))
             if end > last:
                 last = end
             e = e + 1 if e + 1 < n_eng else 0
         self._push(last, 3, transfer)
+
+    def _uncapped_ticks(self, plan: DmaPlan) -> list[tuple[int, int, int, int]]:
+        """(descriptors, bytes, descriptor ticks, streaming ticks) of each chunk of `plan` at
+        the unshared rate (cached: plans are shared between transfers)."""
+        rate = self._rate(plan)
+        out = [(d, b, math.ceil(d * self.desc_ticks), math.ceil(b / rate)) for d, b in plan.chunks]
+        self._chunk_ticks[id(plan)] = out  # _rate keeps the plan, so its id is not reused
+        return out
 
     def _rate(self, plan: DmaPlan) -> float:
         """Bytes per tick of one engine on `plan` (cached: plans are shared between transfers)."""

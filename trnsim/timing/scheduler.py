@@ -125,7 +125,6 @@ class Scheduler:
         self._barrier_count: dict[int, int] = {}  # core -> barriers so far
         self.costs = CostTable(chip)
         self._statics: dict[tuple, tuple] = {}  # signature -> what _compute_static returns
-        self._port_cache: dict[tuple, tuple | None] = {}
         self._dma_statics: dict[tuple, tuple[DmaPlan, int]] = {}
 
     # ------------------------------------------------------------ preparation
@@ -144,7 +143,8 @@ class Scheduler:
             [None] * n,
         )
         self._kind = kinds = [_COMPUTE] * n
-        # Compute: (II, latency) in ticks; DMA: (trigger issue ticks, 0).
+        # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
+        # ticks, 0).
         self._ticks = ticks = [(0, 0)] * n
         self._port_keys: list[tuple | None] = [None] * n
         access = DependencyTracker().access
@@ -186,7 +186,7 @@ class Scheduler:
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF).
                 prev = q.items[-1] if q.items else -1
-                if cost.tiny or any(d[0] == prev and d[1] == FLOW for d in deps):
+                if cost.tiny or _flows_from(deps, prev):
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
@@ -206,20 +206,22 @@ class Scheduler:
         Cached under what the cost models read (not addresses: a tile shape at another address
         hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
         sig = _compute_signature(ins)
-        got = self._statics.get(sig) if sig is not None else None
+        try:
+            got = self._statics.get(sig)
+        except TypeError:  # an attr cannot be hashed: do not cache
+            got = sig = None
         if got is None:
-            got = self._compute_static_uncached(ins)
+            # The last item caches port keys by operand addresses, for this signature only.
+            got = (*self._compute_static_uncached(ins), {})
             if sig is not None:
                 self._statics[sig] = got
-        eng, kind, cost, ticks = got
+        eng, kind, cost, ticks, port_cache = got
         if eng not in _PORT_ENGINES:
             return eng, kind, cost, ticks, None
-        psig = sig and (sig, *[o.region.byte_start for o in ins.operands])
-        ports = self._port_cache.get(psig, _MISSING) if psig is not None else _MISSING
+        starts = tuple([o.region.byte_start for o in ins.reads + ins.writes])
+        ports = port_cache.get(starts, _MISSING)
         if ports is _MISSING:
-            ports = self.ports.keys_of(ins, eng, cost)
-            if psig is not None:
-                self._port_cache[psig] = ports
+            ports = port_cache[starts] = self.ports.keys_of(ins, eng, cost)
         return eng, kind, cost, ticks, ports
 
     def _compute_static_uncached(self, ins: Instruction) -> tuple:
@@ -233,12 +235,18 @@ class Scheduler:
         elif ins.opcode == "core_barrier":
             kind = _BARRIER
         p = self.period[eng]
+        if kind == _TENSOR:  # MultiplyMoving's II and latency, then LoadStationary's
+            ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p)
+            return eng, kind, cost, ticks
         return eng, kind, cost, (cost.ii * p, cost.latency * p)
 
     def _dma_static(self, ins: Instruction) -> tuple[DmaPlan, int]:
         """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
         sig = _dma_signature(ins)
-        got = self._dma_statics.get(sig) if sig is not None else None
+        try:
+            got = self._dma_statics.get(sig)
+        except TypeError:  # an attr cannot be hashed: do not cache
+            got = sig = None
         if got is None:
             params = self.costs.record(ins.opcode)[1]
             plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
@@ -410,22 +418,22 @@ class Scheduler:
         ls_ready, ready, blocker = self._ready_tensor(i, qid)
         if ready < 0:
             return False
-        p = self.period["tensor"]
-        cost = self._tl.costs[i]
+        ii, lat, ls_ii, ls_lat = self._ticks[i]
         # Two weight buffers: LoadStationary loads in the background once the previous
         # MultiplyMoving has started (freeing the other buffer); the pair then runs at the
         # slower of the two IIs (NKI-ARCH-V2 background LoadStationary).
-        ls_t = max(q.free, ls_ready, q.mm_start)
-        ls_issue_end = ls_t + cost.ls_ii * p
-        mm_t = max(q.mm_free, ready, ls_issue_end, q.mm_start)
-        mm_ii = self._throttles[q.key[0]].stretch(mm_t, cost.ii * p)
-        self._tl.ls[i] = (ls_t, ls_t + cost.ls_latency * p)
+        mm_start = q.mm_start
+        ls_t = max(q.free, ls_ready, mm_start)
+        ls_issue_end = ls_t + ls_ii
+        mm_t = max(q.mm_free, ready, ls_issue_end, mm_start)
+        mm_ii = self._throttles[q.key[0]].stretch(mm_t, ii)
+        tl = self._tl
+        tl.ls[i] = (ls_t, ls_t + ls_lat)
         free_before = q.mm_free
         q.free = ls_issue_end
         q.mm_start = mm_t
         q.mm_free = mm_t + mm_ii
-        end = mm_t + cost.latency * p + (mm_ii - cost.ii * p)
-        tl = self._tl
+        end = mm_t + lat + (mm_ii - ii)
         wait = ready - max(free_before, ls_issue_end)
         if wait > 0:
             tl.wait[i], tl.blocker[i] = wait, blocker
@@ -488,10 +496,21 @@ class Scheduler:
         return True
 
 
-def _compute_signature(ins: Instruction) -> tuple | None:
-    """What the cost models read of a non-DMA instruction, and its core, as one flat hashable
-    tuple (None: an attr cannot be hashed, do not cache). Attrs in recorded order: at worst an
-    extra cache miss."""
+def _flows_from(deps: list[tuple[int, str, str]], producer: int) -> bool:
+    """Whether `deps` has a RAW wait on `producer` (a loop: any() over a generator costs more
+    than the short search)."""
+    for j, kind, _ in deps:
+        if j == producer and kind == FLOW:
+            break
+    else:
+        return False
+    return True
+
+
+def _compute_signature(ins: Instruction) -> tuple:
+    """What the cost models read of a non-DMA instruction, and its core, as one flat tuple
+    (unhashable if an attr is: the caller's lookup finds out, hashing only once). Attrs in
+    recorded order: at worst an extra cache miss."""
     key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
     for o in ins.reads + ins.writes:
         key += (
@@ -504,18 +523,13 @@ def _compute_signature(ins: Instruction) -> tuple | None:
             o.partitions,
         )
     key += ins.attrs.items()
-    sig = tuple(key)
-    try:
-        hash(sig)
-    except TypeError:
-        return None
-    return sig
+    return tuple(key)
 
 
-def _dma_signature(ins: Instruction) -> tuple | None:
-    """What plan_dma reads, as one flat hashable tuple (None: an attr cannot be hashed, do not
-    cache). Attrs are taken raw (an enum member, not its name): at worst an extra cache miss,
-    never a wrong hit."""
+def _dma_signature(ins: Instruction) -> tuple:
+    """What plan_dma reads, as one flat tuple (unhashable if an attr is, as _compute_signature).
+    Attrs are taken raw (an enum member, not its name): at worst an extra cache miss, never a
+    wrong hit."""
     a = ins.attrs
     key = [ins.opcode, ins.engine, len(ins.reads)]
     key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
@@ -529,9 +543,4 @@ def _dma_signature(ins: Instruction) -> tuple | None:
             o.contiguous_bytes,
             shape,  # plan_dma reads the dst's shape (its rank and first dim)
         )
-    sig = tuple(key)
-    try:
-        hash(sig)
-    except TypeError:
-        return None
-    return sig
+    return tuple(key)

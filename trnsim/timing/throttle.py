@@ -62,15 +62,18 @@ class Throttle:
             util = self._utilization(start)
             if util is not None and util < self.threshold:
                 ramp_start = self.ramp_start = start
-        # Ramped up: the value cap() computes then, without the division.
-        cap = self._full_cap if start - ramp_start >= self.ramp else self.cap(start)
+        if start - ramp_start >= self.ramp:  # ramped up: what cap() gives, without the division
+            cap = self._full_cap
+        else:
+            cap = self.f0 + (1 - self.f0) * min(1.0, (start - ramp_start) / self.ramp)
         out = math.ceil(ii / cap)
         self.throttled_ticks += out - ii
         self._busy.append((start, start + out))
         self._busy_sum += out
         samples = self.samples
-        if not samples or samples[-1][1] != cap:
-            pct = round(cap * 100)
-            if not samples or round(samples[-1][1] * 100) != pct:
-                samples.append((start, cap))
+        # A sample when the cap changes by at least a percent.
+        if not samples or (
+            samples[-1][1] != cap and round(samples[-1][1] * 100) != round(cap * 100)
+        ):
+            samples.append((start, cap))
         return out
