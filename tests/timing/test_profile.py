@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,45 @@ def test_timing_only_over_100_gib_of_trn3_hbm():
     assert p.hbm_read_bytes + p.hbm_write_bytes == 100 * 2**30
     assert p.dma_count == 6400
     assert 50 < p.mbu <= 100
+
+
+def _column_tiles(tiled: bool):
+    @nki.jit
+    def kernel(a, b):
+        at = nl.ndarray((32, 128), nl.bfloat16, buffer=nl.sbuf)
+        bt = nl.ndarray((32, 512), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=at, src=a)
+        nisa.dma_copy(dst=bt, src=b)
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        ps = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        for j in range(4):  # result rows 32j.. come from PE columns 32j..
+            tiles = {"tile_position": (0, 32 * j), "tile_size": (32, 32)} if tiled else {}
+            rows = slice(32 * j, 32 * (j + 1))
+            nisa.nc_matmul(ps[rows, :], at[:, rows], bt, **tiles)
+        res = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=ps)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+
+    return kernel
+
+
+def test_matmuls_tiled_onto_disjoint_pe_columns_run_concurrently():
+    """Four 32-column tiles (trn2: 4 x 32 column tiling) stream their moving data at once;
+    untiled, the same four matmuls take turns on the whole array. Values are the same."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((32, 128)).astype(nl.bfloat16.storage)
+    b = rng.standard_normal((32, 512)).astype(nl.bfloat16.storage)
+    spans = {}
+    for tiled in (True, False):
+        prof = profile(_column_tiles(tiled), a, b, chip="trn2")
+        mms = [i for i, ins in enumerate(prof.program) if ins.opcode == "nc_matmul"]
+        spans[tiled] = [(prof.start_ns(i), prof.timeline.issue_end[i] / prof._tpn) for i in mms]
+        np.testing.assert_allclose(
+            prof.outputs, a.astype(np.float32).T @ b.astype(np.float32), rtol=2e-2, atol=1e-2
+        )
+    first_end = spans[True][0][1]
+    assert all(start < first_end for start, _ in spans[True][1:])  # all four overlap
+    untiled = spans[False]
+    assert all(s1 >= e0 for (_, e0), (s1, _) in itertools.pairwise(untiled))
+    assert spans[True][-1][1] < spans[False][-1][1]

@@ -348,3 +348,41 @@ def test_dma_plans_of_different_dst_ranks_are_not_shared(tiny_chip, builder):
     for first, second in (((128,), (128, 1)), ((128, 1), (128,))):
         assert plan_of_last([first, second]) == plan_of_last([second])
     assert plan_of_last([(128,)]) != plan_of_last([(128, 1)])
+
+
+def _tiled_matmul(b, k, position=None, size=None, m=64):
+    """Matmul k (own PSUM bank and SBUF tiles) on the PE tile at position/size (row =
+    contraction partitions, column = stationary columns); untiled when position is None."""
+    attrs = {} if position is None else {"tile_position": position, "tile_size": size}
+    row, rows = (position[0], size[0]) if position is not None else (0, 128)
+    return b.matmul(
+        tile("psum", (m, 512), dtype="float32", offset=2048 * k),
+        tile("sbuf", (rows, m), offset=1024 * k, partition=row),
+        tile("sbuf", (rows, 512), offset=16384 + 1024 * k, partition=row),
+        **attrs,
+    )
+
+
+def test_matmuls_on_disjoint_pe_tiles_overlap(tiny_chip, builder):
+    """Column tiles [0, 64) and [64, 128): LS ceil(64/4)=16 each, one after the other; MM
+    max(min(64, 64), 512)=512 each, the second starting as soon as its own weights are in.
+    An untiled matmul after them waits for the whole array."""
+    _tiled_matmul(builder, 0, (0, 0), (128, 64))
+    _tiled_matmul(builder, 1, (0, 64), (128, 64))
+    _tiled_matmul(builder, 2, m=128)
+    tl = run(tiny_chip, builder)
+    assert [tl.ls[i][0] for i in range(3)] == [0, 16, 32]
+    assert tl.start[:2] == [16, 32]
+    assert tl.issue_end[:2] == [16 + 512, 32 + 512]
+    assert tl.start[2] == 32 + 512  # LS 32..64, then all cells free at 544
+
+
+def test_matmuls_on_the_same_pe_tile_run_one_after_the_other(tiny_chip, builder):
+    _tiled_matmul(builder, 0, (0, 0), (128, 64))
+    _tiled_matmul(builder, 1, (0, 0), (128, 64))
+    _tiled_matmul(builder, 2, (64, 64), (64, 64))  # a quadrant of its own
+    tl = run(tiny_chip, builder)
+    assert tl.start[:2] == [16, 16 + 512]
+    assert tl.ls[1][0] == 16  # the second weight buffer of those cells is free
+    # In order: the third MM may not start before the second, though its cells are free.
+    assert tl.start[2] == tl.start[1]

@@ -25,6 +25,7 @@ from trnsim.program import Instruction
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
+from trnsim.timing.pe_array import PEArray, cells_of
 from trnsim.timing.ports import Ports
 from trnsim.timing.throttle import Throttle
 
@@ -85,7 +86,7 @@ class Timeline:
 class _Queue:
     """One in-order engine queue of one core: its instructions and issue state."""
 
-    __slots__ = ("cum", "engine", "free", "head", "items", "key", "last", "mm_free", "mm_start")
+    __slots__ = ("cum", "engine", "free", "head", "items", "key", "last", "mm_start", "pe")
 
     def __init__(self, key: tuple[int, str]) -> None:
         self.key = key
@@ -95,8 +96,8 @@ class _Queue:
         self.free = 0  # next issue tick (Tensor: LoadStationary side)
         self.last = -1
         self.cum = 0  # latest completion so far on this queue
-        self.mm_free = 0
-        self.mm_start = 0
+        self.mm_start = 0  # Tensor: start of the last MultiplyMoving
+        self.pe = PEArray() if self.engine == "tensor" else None  # Tensor: per-cell times
 
 
 class Scheduler:
@@ -235,8 +236,10 @@ class Scheduler:
         elif ins.opcode == "core_barrier":
             kind = _BARRIER
         p = self.period[eng]
-        if kind == _TENSOR:  # MultiplyMoving's II and latency, then LoadStationary's
-            ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p)
+        if kind == _TENSOR:  # MultiplyMoving's II and latency, LoadStationary's, PE cells
+            a = ins.attrs
+            cells = cells_of(a.get("tile_position") or (), a.get("tile_size") or ())
+            ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p, cells)
             return eng, kind, cost, ticks
         return eng, kind, cost, (cost.ii * p, cost.latency * p)
 
@@ -418,26 +421,28 @@ class Scheduler:
         ls_ready, ready, blocker = self._ready_tensor(i, qid)
         if ready < 0:
             return False
-        ii, lat, ls_ii, ls_lat = self._ticks[i]
-        # Two weight buffers: LoadStationary loads in the background once the previous
-        # MultiplyMoving has started (freeing the other buffer); the pair then runs at the
-        # slower of the two IIs (NKI-ARCH-V2 background LoadStationary).
-        mm_start = q.mm_start
-        ls_t = max(q.free, ls_ready, mm_start)
+        ii, lat, ls_ii, ls_lat, cells = self._ticks[i]
+        # Two weight buffers per PE cell: LoadStationary loads in the background once the
+        # previous MultiplyMoving on its cells has started (freeing the other buffer); the pair
+        # then runs at the slower of the two IIs (NKI-ARCH-V2 background LoadStationary).
+        # LoadStationary and MultiplyMoving each issue in order; a matmul tiled onto part of
+        # the array waits only for its own cells, so matmuls on disjoint tiles overlap.
+        pe = q.pe
+        ls_t = max(q.free, ls_ready, pe.started_at(cells))
         ls_issue_end = ls_t + ls_ii
-        mm_t = max(q.mm_free, ready, ls_issue_end, mm_start)
+        free_before = pe.free_at(cells)
+        mm_t = max(free_before, ready, ls_issue_end, q.mm_start)
         mm_ii = self._throttles[q.key[0]].stretch(mm_t, ii)
         tl = self._tl
         tl.ls[i] = (ls_t, ls_t + ls_lat)
-        free_before = q.mm_free
         q.free = ls_issue_end
         q.mm_start = mm_t
-        q.mm_free = mm_t + mm_ii
+        pe.occupy(cells, mm_t, mm_t + mm_ii)
         end = mm_t + lat + (mm_ii - ii)
         wait = ready - max(free_before, ls_issue_end)
         if wait > 0:
             tl.wait[i], tl.blocker[i] = wait, blocker
-        tl.start[i], tl.issue_end[i] = mm_t, q.mm_free
+        tl.start[i], tl.issue_end[i] = mm_t, mm_t + mm_ii
         q.last = i
         if end > q.cum:
             q.cum = end
