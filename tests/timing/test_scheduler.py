@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from trnsim.timing.deps import ANTI, FLOW
 from trnsim.timing.scheduler import Scheduler, base_clock_mhz
 
@@ -386,3 +388,31 @@ def test_matmuls_on_the_same_pe_tile_run_one_after_the_other(tiny_chip, builder)
     assert tl.ls[1][0] == 16  # the second weight buffer of those cells is free
     # In order: the third MM may not start before the second, though its cells are free.
     assert tl.start[2] == tl.start[1]
+
+
+@pytest.mark.parametrize("hbm_gbps", [40, 1000])  # HBM sharing possible / never binding
+def test_dma_engines_serve_their_queues_round_robin(tiny_chip, builder, hbm_gbps):
+    """Two transfers wait on the Sync queue (T0 streaming 1064-1474 on all four engines, T1
+    queued behind it from 1128); T2 arrives on the Scalar queue at ~1264 (its trigger waits
+    for a 200-cycle activation). Each engine then takes the Scalar queue's turn before T1,
+    also when HBM bandwidth can never bind (the scheduler's fast path)."""
+    tiny_chip = replace(tiny_chip, hbm=replace(tiny_chip.hbm, bandwidth_gbps=float(hbm_gbps)))
+    act(builder, 0, 4096, n=200)
+    t0 = builder.dma(
+        tile("sbuf", (4, 1000), dtype="float32", offset=8192), tile("hbm", (4, 1000), "float32")
+    )
+    t1 = builder.dma(
+        tile("sbuf", (4, 1000), dtype="float32", offset=12288),
+        tile("hbm", (4, 1000), "float32", offset=16000),
+    )
+    t2 = builder.dma(
+        tile("sbuf", (4, 1000), dtype="float32", offset=16384),
+        tile("hbm", (4, 1000), "float32", offset=32000),
+        queue_engine="scalar",
+    )
+    tl = run(tiny_chip, builder)
+    assert [tl.dma[i][0].queue for i in (t0, t1, t2)] == ["qSyncIO", "qSyncIO", "qScalarIO"]
+    assert tl.dma[t1][2] < tl.dma[t2][2] < 1474  # T1 arrived first, T2 before T0 ends
+    assert tl.end[t0] == 1474
+    assert tl.end[t2] == 1474 + 410
+    assert tl.end[t1] == 1474 + 2 * 410

@@ -143,7 +143,9 @@ class _Engine:
 class DmaSystem:
     """Every DMA engine of every core and the chip's shared HBM bandwidth, in event time."""
 
-    def __init__(self, chip: ChipSpec, ticks_per_ns: float, cores: int | None = None):
+    def __init__(
+        self, chip: ChipSpec, ticks_per_ns: float, cores: int | None = None, one_queue: bool = False
+    ):
         self.chip = chip
         self.ticks_per_ns = ticks_per_ns
         self.hbm_cap = chip.hbm.bandwidth_gbps / ticks_per_ns  # bytes per tick
@@ -159,6 +161,9 @@ class DmaSystem:
         n_cores = chip.cores_per_chip if cores is None else cores
         worst = n_cores * chip.dma.engines_per_core * chip.dma.engine_bytes_per_ns * 2
         self.uncapped = worst <= chip.hbm.bandwidth_gbps
+        # ... and when each core's DMAs all use one queue, round-robin across queues is plain
+        # arrival order: every chunk's times follow from its arrival (_arrive_uncapped).
+        self.fast = self.uncapped and one_queue
         self._free: dict[int, list[int]] = {}  # uncapped: core -> tick each engine frees up
         self._left: dict[int, int] = {}  # transfer -> chunks not finished
         self._next_engine: dict[tuple[int, str], int] = {}
@@ -191,7 +196,7 @@ class DmaSystem:
         has finished; return finished transfers (index, tick), or [] once out of events."""
         done: list[tuple[int, int]] = []
         heap, pop = self._heap, heapq.heappop
-        arrive = self._arrive_uncapped if self.uncapped else self._arrive
+        arrive = self._arrive_uncapped if self.fast else self._arrive
         while heap and not done:
             t = heap[0][0]
             while heap and heap[0][0] == t:
@@ -210,8 +215,8 @@ class DmaSystem:
         return done
 
     def _arrive_uncapped(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
-        """Without HBM contention each engine's schedule follows from arrivals alone: chunks are
-        served in arrival order (queues are not interleaved round-robin on this path)."""
+        """Without HBM contention, and with one queue per core, each engine's schedule follows
+        from arrivals alone: chunks are served in arrival order."""
         transfer, core, first, plan = arrival
         samples = self.pending_samples
         samples.append((t, samples[-1][1] + 1))

@@ -282,7 +282,12 @@ class Scheduler:
         tl = self._prepare(program)
         n = len(program)
         cores = sorted({q.key[0] for q in self._queues})
-        self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores))
+        queues: dict[int, set[str]] = {}
+        for i in range(n):
+            if self._kind[i] == _DMA:
+                queues.setdefault(program[i].core, set()).add(tl.dma[i][0].queue)
+        one_queue = all(len(qs) == 1 for qs in queues.values())
+        self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores), one_queue=one_queue)
         self._tl = tl
         self._release = [-1] * n  # when a WAR wait on the instruction is over
         self._waiters: list[list[int] | None] = [None] * n  # producer -> queues to wake
