@@ -146,7 +146,8 @@ class NeuronCore:
         if space not in ON_CHIP:
             raise ValueError(space)
         mem = self.sbuf if space == "sbuf" else self.psum
-        shape = tuple(int(s) for s in shape)
+        if type(shape) is not tuple or any(type(s) is not int for s in shape):
+            shape = tuple(int(s) for s in shape)
         if loc is None and not name:  # messages describe unnamed tensors by where they were made
             loc = capture_location()
         if len(shape) < 1 or not 1 <= shape[0] <= mem.partitions:
@@ -168,7 +169,7 @@ class NeuronCore:
             handle = mem.allocator.place(p0, parts, b0, nbytes)
         buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
-        view = View(buf, interned(Layout(dtype, 0, shape, _row_major(shape))))
+        view = View(buf, _whole_layout(dtype, shape))
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
         if poison and self.values:
@@ -262,6 +263,11 @@ def _attr_value(v: Any) -> Any:
 
 
 @functools.lru_cache(maxsize=1024)
+def _whole_layout(dtype: dt.DType, shape: tuple[int, ...]) -> Layout:
+    """The row-major Layout of a whole fresh tensor (interned: its caches carry over)."""
+    return interned(Layout(dtype, 0, shape, _row_major(shape)))
+
+
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides = []
     acc = 1
@@ -302,7 +308,7 @@ class Device:
         handle, off = self.hbm.allocate(nbytes)
         buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
-        view = View(buf, interned(Layout(dtype, 0, shape, _row_major(shape))))
+        view = View(buf, _whole_layout(dtype, shape))
         if poison and self.values and n:
             fill_poison(view)
         return view
