@@ -221,7 +221,7 @@ class NeuronCore:
         self._check(spec, engine, operands, attrs)
         if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
             fn(self, engine=engine, **operands, **attrs)
-            if self.values:
+            if self.values and not getattr(fn, "marks_psum", False):
                 self._mark_psum_written(spec, tensors)
         reads, writes = [], []
         for k, v in tensors.items():

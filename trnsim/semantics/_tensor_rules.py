@@ -44,6 +44,13 @@ def warn(message: str) -> None:
         warnings.warn_explicit(message, SimulationWarning, loc.filename, loc.lineno)
 
 
+def marks_psum(fn: Any) -> Any:
+    """Mark a semantics function that sets core.psum_accumulating for every PSUM word it
+    writes (the matmul family does so as it accumulates), so NeuronCore.issue need not."""
+    fn.marks_psum = True
+    return fn
+
+
 def psum_words(view: View) -> tuple[Any, Any]:
     """(partition, fp32 word) of every element of an on-chip view, indexing
     core.psum_accumulating into an array shaped like the view."""

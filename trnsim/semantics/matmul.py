@@ -27,6 +27,7 @@ from trnsim.semantics._tensor_rules import (
     check_dst_shape,
     check_psum_banks,
     check_tiling,
+    marks_psum,
     perf_mode_name,
     psum_words,
     warn,
@@ -190,6 +191,7 @@ def _matrix(core, key: str, v: View, double_row: bool) -> np.ndarray:
 
 
 @semantics("nc_matmul")
+@marks_psum
 def nc_matmul(
     core,
     *,
@@ -313,6 +315,7 @@ def check_nc_transpose(*, chip, engine, attrs, dst, data, **_) -> None:
 
 
 @semantics("nc_transpose")
+@marks_psum
 def nc_transpose(core, *, engine: str, dst: View, data: View, **attrs) -> None:
     """2-D partition<->free transpose (free dims flattened). Bit-exact, except TensorE on
     NC-v2, which multiplies by an identity in fp32: NaN/Inf spread along the row."""

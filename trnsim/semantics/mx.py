@@ -21,6 +21,7 @@ from trnsim.semantics import semantics
 from trnsim.semantics._tensor_rules import (
     check_dst_shape,
     check_tiling,
+    marks_psum,
     write_bits,
     write_psum_result,
 )
@@ -126,6 +127,7 @@ def _scales(scale: View, p: int) -> np.ndarray:
 
 
 @semantics("nc_matmul_mx")
+@marks_psum
 def nc_matmul_mx(
     core,
     *,
