@@ -24,18 +24,15 @@ from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
-from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, plan_dma
-from trnsim.timing.pe_array import PEArray, cells_of
+from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem
+from trnsim.timing.pe_array import PEArray
 from trnsim.timing.ports import Ports
+from trnsim.timing.statics import _BARRIER, _COMPUTE, _DMA, _TENSOR, Statics
 from trnsim.timing.throttle import Throttle
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-_COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
-_MISSING = object()
 _LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 _NOT_READY = (-1, -1)
 _NOT_READY3 = (-1, -1, -1)
-_PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MAX_BASE_MHZ = 100_000
 
 
@@ -125,8 +122,7 @@ class Scheduler:
         self._group: dict[int, list[int]] = {}  # barrier instruction -> its group
         self._barrier_count: dict[int, int] = {}  # core -> barriers so far
         self.costs = CostTable(chip)
-        self._statics: dict[tuple, tuple] = {}  # signature -> what _compute_static returns
-        self._dma_statics: dict[tuple, tuple[DmaPlan, int]] = {}
+        self.statics = Statics(chip, self.period, self.costs, self.ports)
 
     # ------------------------------------------------------------ preparation
     def _prepare(self, program: list[Instruction]) -> Timeline:
@@ -159,13 +155,13 @@ class Scheduler:
             if dma is None:
                 dma = is_dma[opcode] = record(opcode)[0].model == "dma"
             if dma:
-                plan, trigger = self._dma_static(ins)
+                plan, trigger = self.statics.dma(ins)
                 key = (core, plan.issuer)
                 tl_dma[i] = (plan, -1, -1)
                 kinds[i] = kind = _DMA
                 ticks[i] = (trigger, 0)
             else:
-                eng, kind, cost, ticks[i], self._port_keys[i] = self._compute_static(ins)
+                eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
                 kinds[i] = kind
                 if kind == _BARRIER:
                     self._add_barrier(i, core)
@@ -200,71 +196,6 @@ class Scheduler:
         group = self._barriers.setdefault(k, [])
         group.append(i)
         self._group[i] = group
-
-    def _compute_static(self, ins: Instruction) -> tuple:
-        """(engine, kind, cost, (II, latency) in ticks, port keys) of a non-DMA instruction.
-
-        Cached under what the cost models read (not addresses: a tile shape at another address
-        hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
-        sig = _compute_signature(ins)
-        try:
-            got = self._statics.get(sig)
-        except TypeError:  # an attr cannot be hashed: do not cache
-            got = sig = None
-        if got is None:
-            # The last item caches port keys by operand addresses, for this signature only.
-            got = (*self._compute_static_uncached(ins), {})
-            if sig is not None:
-                self._statics[sig] = got
-        eng, kind, cost, ticks, port_cache = got
-        if eng not in _PORT_ENGINES:
-            return eng, kind, cost, ticks, None
-        starts = tuple([o.region.byte_start for o in ins.reads + ins.writes])
-        ports = port_cache.get(starts, _MISSING)
-        if ports is _MISSING:
-            ports = port_cache[starts] = self.ports.keys_of(ins, eng, cost)
-        return eng, kind, cost, ticks, ports
-
-    def _compute_static_uncached(self, ins: Instruction) -> tuple:
-        # Control instructions recorded on "dma" (register_load/store) run in the Sync engine's
-        # sequencer.
-        eng = ins.engine if ins.engine in ENGINES else "sync" if ins.engine == "dma" else "vector"
-        cost = self.costs.cost(ins)
-        kind = _COMPUTE
-        if eng == "tensor":
-            kind = _TENSOR
-        elif ins.opcode == "core_barrier":
-            kind = _BARRIER
-        p = self.period[eng]
-        if kind == _TENSOR:  # MultiplyMoving's II and latency, LoadStationary's, PE cells
-            a = ins.attrs
-            cells = cells_of(a.get("tile_position") or (), a.get("tile_size") or ())
-            ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p, cells)
-            return eng, kind, cost, ticks
-        return eng, kind, cost, (cost.ii * p, cost.latency * p)
-
-    def _dma_static(self, ins: Instruction) -> tuple[DmaPlan, int]:
-        """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
-        sig = _dma_signature(ins)
-        try:
-            got = self._dma_statics.get(sig)
-        except TypeError:  # an attr cannot be hashed: do not cache
-            got = sig = None
-        if got is None:
-            params = self.costs.record(ins.opcode)[1]
-            plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
-            timing = self.chip.timing
-            if plan.dge == "swdge":
-                cycles = (
-                    timing["gpsimd_start_cycles"]
-                    + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
-                )
-            else:
-                cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
-            got = (plan, math.ceil(cycles) * self.period[plan.issuer])
-            if sig is not None:
-                self._dma_statics[sig] = got
-        return got
 
     # ------------------------------------------------------------ main loop
     def run(self, program: list[Instruction]) -> Timeline:
@@ -515,42 +446,3 @@ def _flows_from(deps: list[tuple[int, str, str]], producer: int) -> bool:
     else:
         return False
     return True
-
-
-def _compute_signature(ins: Instruction) -> tuple:
-    """What the cost models read of a non-DMA instruction, and its core, as one flat tuple
-    (unhashable if an attr is: the caller's lookup finds out, hashing only once). Attrs in
-    recorded order: at worst an extra cache miss."""
-    key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
-    for o in ins.reads + ins.writes:
-        key += (
-            o.name,
-            o.region.space,
-            o.dtype,
-            o.elems_per_partition,
-            o.inner_stride_bytes,
-            o.nbytes,
-            o.partitions,
-        )
-    key += ins.attrs.items()
-    return tuple(key)
-
-
-def _dma_signature(ins: Instruction) -> tuple:
-    """What plan_dma reads, as one flat tuple (unhashable if an attr is, as _compute_signature).
-    Attrs are taken raw (an enum member, not its name): at worst an extra cache miss, never a
-    wrong hit."""
-    a = ins.attrs
-    key = [ins.opcode, ins.engine, len(ins.reads)]
-    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
-    for o in ins.reads + ins.writes:
-        shape = o.shape
-        key += (
-            o.name,
-            o.region.space,
-            o.nbytes,
-            o.partitions,
-            o.contiguous_bytes,
-            shape,  # plan_dma reads the dst's shape (its rank and first dim)
-        )
-    return tuple(key)

@@ -1,0 +1,140 @@
+"""What an instruction's timing needs that does not depend on time, per instruction signature.
+
+A kernel's loops record the same few kinds of instruction (same opcode, operand shapes, dtypes,
+attributes) again and again, so the scheduler's preparation asks here once per signature: the
+engine queue and issue kind, the cost in ticks (with a matmul's PE-array cells), the Vector/
+Scalar/GpSimd port keys (also by operand address: PSUM banks), and a DMA's plan and trigger
+cost. Signatures hold what the cost models and plan_dma read, never more: a key that says too
+much only misses the cache, one that says too little would time the wrong instruction.
+"""
+
+from __future__ import annotations
+
+import math
+
+from trnsim.chipspec import ChipSpec
+from trnsim.program import Instruction
+from trnsim.timing.costs import CostTable
+from trnsim.timing.dma import DmaPlan, plan_dma
+from trnsim.timing.pe_array import cells_of
+from trnsim.timing.ports import Ports
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+_COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
+_PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
+_MISSING = object()
+
+
+class Statics:
+    """Per-signature caches of the time-independent parts of instruction timing."""
+
+    def __init__(
+        self, chip: ChipSpec, period: dict[str, int], costs: CostTable, ports: Ports
+    ) -> None:
+        self.chip, self.period, self.costs, self.ports = chip, period, costs, ports
+        self._compute: dict[tuple, tuple] = {}  # signature -> what compute() returns
+        self._dma: dict[tuple, tuple[DmaPlan, int]] = {}
+
+    def compute(self, ins: Instruction) -> tuple:
+        """(engine, kind, cost, (II, latency) in ticks, port keys) of a non-DMA instruction.
+
+        Cached under what the cost models read (not addresses: a tile shape at another address
+        hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
+        sig = _compute_signature(ins)
+        try:
+            got = self._compute.get(sig)
+        except TypeError:  # an attr cannot be hashed: do not cache
+            got = sig = None
+        if got is None:
+            # The last item caches port keys by operand addresses, for this signature only.
+            got = (*self._compute_uncached(ins), {})
+            if sig is not None:
+                self._compute[sig] = got
+        eng, kind, cost, ticks, port_cache = got
+        if eng not in _PORT_ENGINES:
+            return eng, kind, cost, ticks, None
+        starts = tuple([o.region.byte_start for o in ins.reads + ins.writes])
+        ports = port_cache.get(starts, _MISSING)
+        if ports is _MISSING:
+            ports = port_cache[starts] = self.ports.keys_of(ins, eng, cost)
+        return eng, kind, cost, ticks, ports
+
+    def _compute_uncached(self, ins: Instruction) -> tuple:
+        # Control instructions recorded on "dma" (register_load/store) run in the Sync engine's
+        # sequencer.
+        eng = ins.engine if ins.engine in ENGINES else "sync" if ins.engine == "dma" else "vector"
+        cost = self.costs.cost(ins)
+        kind = _COMPUTE
+        if eng == "tensor":
+            kind = _TENSOR
+        elif ins.opcode == "core_barrier":
+            kind = _BARRIER
+        p = self.period[eng]
+        if kind == _TENSOR:  # MultiplyMoving's II and latency, LoadStationary's, PE cells
+            a = ins.attrs
+            cells = cells_of(a.get("tile_position") or (), a.get("tile_size") or ())
+            ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p, cells)
+            return eng, kind, cost, ticks
+        return eng, kind, cost, (cost.ii * p, cost.latency * p)
+
+    def dma(self, ins: Instruction) -> tuple[DmaPlan, int]:
+        """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
+        sig = _dma_signature(ins)
+        try:
+            got = self._dma.get(sig)
+        except TypeError:  # an attr cannot be hashed: do not cache
+            got = sig = None
+        if got is None:
+            params = self.costs.record(ins.opcode)[1]
+            plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
+            timing = self.chip.timing
+            if plan.dge == "swdge":
+                cycles = (
+                    timing["gpsimd_start_cycles"]
+                    + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
+                )
+            else:
+                cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
+            got = (plan, math.ceil(cycles) * self.period[plan.issuer])
+            if sig is not None:
+                self._dma[sig] = got
+        return got
+
+
+def _compute_signature(ins: Instruction) -> tuple:
+    """What the cost models read of a non-DMA instruction, and its core, as one flat tuple
+    (unhashable if an attr is: the caller's lookup finds out, hashing only once). Attrs in
+    recorded order: at worst an extra cache miss."""
+    key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
+    for o in ins.reads + ins.writes:
+        key += (
+            o.name,
+            o.region.space,
+            o.dtype,
+            o.elems_per_partition,
+            o.inner_stride_bytes,
+            o.nbytes,
+            o.partitions,
+        )
+    key += ins.attrs.items()
+    return tuple(key)
+
+
+def _dma_signature(ins: Instruction) -> tuple:
+    """What plan_dma reads, as one flat tuple (unhashable if an attr is, as _compute_signature).
+    Attrs are taken raw (an enum member, not its name): at worst an extra cache miss, never a
+    wrong hit."""
+    a = ins.attrs
+    key = [ins.opcode, ins.engine, len(ins.reads)]
+    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
+    for o in ins.reads + ins.writes:
+        shape = o.shape
+        key += (
+            o.name,
+            o.region.space,
+            o.nbytes,
+            o.partitions,
+            o.contiguous_bytes,
+            shape,  # plan_dma reads the dst's shape (its rank and first dim)
+        )
+    return tuple(key)
