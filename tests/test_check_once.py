@@ -105,3 +105,26 @@ def test_values_that_compare_equal_but_differ_in_type_are_checked_apart():
     assert len({key(1), key(1.0), key(True)}) == 3
     assert key((1, 2)) != key((1.0, 2))
     assert key(dt.resolve("float32")) != key("float32")
+
+
+def test_remembered_checks_keep_each_instructions_recorded_attributes():
+    def kernel(x):
+        t = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        for c in (0.0, -0.0, 0.0, 2.5):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=c)
+        return x
+
+    from trnsim.timing.profile import profile
+
+    prof = profile(kernel, np.zeros((128, 4), np.float32), chip="trn2", values=False)
+    adds = [ins for ins in prof.program if ins.opcode == "tensor_scalar"]
+    got = [ins.attrs["operand0"] for ins in adds]
+    assert [(v, np.copysign(1.0, v)) for v in got] == [
+        (0.0, 1.0),
+        (-0.0, -1.0),
+        (0.0, 1.0),
+        (2.5, 1.0),
+    ]
+    adds[0].attrs["op0"] = "changed"  # each record owns its attributes
+    assert adds[2].attrs["op0"] == "add"

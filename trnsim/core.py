@@ -132,7 +132,8 @@ class NeuronCore:
         self.registers: dict[int, int] = {}
         self.rng = np.random.default_rng(device.seed + index)
         self.state: dict[str, Any] = {}  # per-instruction-family state (e.g. PRNG states)
-        self._checked: set[tuple] = set()  # spec.check_key of the checks passed (_check)
+        # spec.check_key of the checks passed -> the attributes recorded for it (_check)
+        self._checked: dict[tuple, dict[str, Any]] = {}
 
     @property
     def values(self) -> bool:
@@ -189,16 +190,19 @@ class NeuronCore:
                 self.psum_accumulating[psum_words(v)] = True
 
     def _check(self, spec: Any, engine: str, operands: Mapping[str, Any],
-               attrs: Mapping[str, Any]) -> None:
+               attrs: Mapping[str, Any]) -> tuple[tuple | None, dict | None]:
         """check_instruction, once per passing combination (spec.check_key); a check that
-        warned runs again next time, so its warning repeats."""
+        warned runs again next time, so its warning repeats. Returns the key to remember the
+        combination under once recorded (None: not to be remembered), and on a hit the
+        recorded attributes of that combination (the key holds every attribute value)."""
         key = check_key(spec.name, engine, operands, attrs)
-        if key is not None and key in self._checked:
-            return
+        if key is not None:
+            got = self._checked.get(key)
+            if got is not None:
+                return None, got
         warned = rules.warnings_issued
         check_instruction(spec, self.chip, engine, operands, attrs)
-        if key is not None and rules.warnings_issued == warned:
-            self._checked.add(key)
+        return (key if rules.warnings_issued == warned else None), None
 
     def issue(self, opcode: str, engine: str, operands: Mapping[str, Any],
               attrs: Mapping[str, Any], loc: SourceLocation | None = None, name: str = "",
@@ -218,7 +222,7 @@ class NeuronCore:
                 check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
             elif v is not None:
                 scalars.append((k, v))
-        self._check(spec, engine, operands, attrs)
+        new_key, recorded = self._check(spec, engine, operands, attrs)
         if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
             fn(self, engine=engine, **operands, **attrs)
             if self.values and not getattr(fn, "marks_psum", False):
@@ -232,9 +236,14 @@ class NeuronCore:
                 reads.append(rec)
             if access in ("write", "readwrite"):
                 writes.append(rec)
-        simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
-        for k, v in scalars:
-            simple_attrs[k] = _attr_value(v)
+        if recorded is not None:
+            simple_attrs = dict(recorded)
+        else:
+            simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
+            for k, v in scalars:
+                simple_attrs[k] = _attr_value(v)
+            if new_key is not None:
+                self._checked[new_key] = dict(simple_attrs)
         instr = Instruction(index=len(self.device.program), opcode=opcode, engine=engine,
                             core=self.index, reads=tuple(reads), writes=tuple(writes),
                             attrs=simple_attrs, loc=loc, name=name or "", loops=loops,

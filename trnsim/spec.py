@@ -311,6 +311,8 @@ def _value_key(v: Any) -> Any:
     compare equal) apart: a rule may accept one and refuse the other."""
     t = type(v)
     if t in _PLAIN or isinstance(t, enum.EnumMeta):
+        if t is float and v == 0.0:
+            return t, v, math.copysign(1.0, v)  # -0.0 == 0.0, but they are recorded apart
         return t, v
     if t is tuple:
         out = tuple(_value_key(x) for x in v)
