@@ -15,8 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
-import yaml
-
+from trnsim import yamlfile
 from trnsim.chipfile import KINDS, load_file
 from trnsim.chipspec import ChipSpec as ChipSpec
 from trnsim.chipspec import (
@@ -110,7 +109,7 @@ def _resolve_base(name: str, here: Path) -> Path | None:
 
 def sources() -> Mapping[str, str]:
     """Source IDs a chip or cost number may cite (isa/sources.yaml): ID -> URL."""
-    return MappingProxyType(yaml.safe_load((_chip_dir().parent / "sources.yaml").read_text()))
+    return MappingProxyType(yamlfile.load((_chip_dir().parent / "sources.yaml").read_text()))
 
 
 # ---------------------------------------------------------------- the `trnsim chips` table

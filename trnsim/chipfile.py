@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from trnsim import yamlfile
 from trnsim.chipspec import (
     ENGINE_NAMES,
     SECTIONS,
@@ -55,7 +56,7 @@ _LEAF_KEYS = {"value", "unit", "source", "kind", "note"}
 
 def _read_yaml(path: Path, resolve: Resolver, seen: tuple[str, ...] = ()) -> dict[str, Any]:
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yamlfile.load(path.read_text())
     except yaml.YAMLError as e:
         raise SpecError(f"{path.name}: not valid YAML: {e}") from e
     if not isinstance(raw, dict):

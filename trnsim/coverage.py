@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import yaml
-
+from trnsim import yamlfile
 from trnsim.spec import isa_dir
 
 GENERATIONS = ("ga", "beta1", "beta2")
@@ -64,7 +63,7 @@ class ModuleCoverage:
 def inventory() -> dict[str, Any]:
     """The NKI name inventory (per generation: modules -> [{name, kind, ...}])."""
     with open(os.path.join(isa_dir(), "nki_api_inventory.yaml")) as f:
-        return yaml.safe_load(f)
+        return yamlfile.load(f)
 
 
 def is_stub(obj: Any) -> bool:

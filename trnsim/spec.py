@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 
 from trnsim import dtypes as dt
+from trnsim import yamlfile
 from trnsim.errors import ConstraintError, SpecError
 
 ACCESS = ("read", "write", "readwrite")
@@ -139,7 +140,7 @@ def instruction_specs() -> Mapping[str, InstructionSpec]:
         family = fname[:-5]
         with open(os.path.join(root, fname)) as f:
             try:
-                data = yaml.safe_load(f) or {}
+                data = yamlfile.load(f) or {}
             except yaml.YAMLError as e:
                 raise SpecError(f"{fname}: not valid YAML: {e}") from e
         for name, rec in data.items():
@@ -153,7 +154,7 @@ def instruction_specs() -> Mapping[str, InstructionSpec]:
 def engine_access() -> Mapping[str, Mapping[str, tuple[str, ...]]]:
     """Which memory spaces each engine may read and write (isa/engines.yaml)."""
     with open(os.path.join(isa_dir(), "engines.yaml")) as f:
-        data = yaml.safe_load(f)
+        data = yamlfile.load(f)
     return {e: {"read": tuple(v["read"]), "write": tuple(v["write"])} for e, v in data.items()}
 
 

@@ -15,8 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
+from trnsim import yamlfile
 from trnsim.chipspec import ChipSpec
 from trnsim.errors import SpecError
 from trnsim.program import Instruction
@@ -76,7 +75,7 @@ def _costs_path() -> Path:
 @functools.cache
 def cost_records() -> Mapping[str, CostRecord]:
     """Every record of isa/costs.yaml, validated (model known, source present)."""
-    raw = yaml.safe_load(_costs_path().read_text())
+    raw = yamlfile.load(_costs_path().read_text())
     out: dict[str, CostRecord] = {}
     for op, rec in raw.items():
         where = f"costs.yaml: {op}"
