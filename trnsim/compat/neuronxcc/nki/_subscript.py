@@ -52,8 +52,44 @@ def index(t: tensor, key: Any) -> Any:
     return basic(t, key)
 
 
+# basic() results per (access map, key) for keys of plain ints, slices and nl.ds: a kernel's
+# loops subscript the same tensors with the same few keys. Holds plain data only.
+_BASIC: dict[tuple, tuple] = {}
+
+
+def _plain_key(key: tuple[Any, ...]) -> tuple | None:
+    out = []
+    for k in key:
+        tk = type(k)
+        if tk is int or k is None:
+            out.append(k)
+        elif tk is slice or tk is DynSlice:
+            parts = (k.start, k.stop, k.step) if tk is slice else (k.start, k.size, k.step)
+            if any(v is not None and type(v) is not int for v in parts):
+                return None
+            out.append((tk is slice, *parts))
+        else:
+            return None
+    return tuple(out)
+
+
 def basic(t: tensor, key: tuple[Any, ...]) -> tensor:
     """Ints, slices, nl.ds, None: each composes into the access map."""
+    sig = _plain_key(key)
+    if sig is not None:
+        memo_key = (t._pdim, t.on_chip, len(t._base.shape), t._consts, t._coefs, t._shape, sig)
+        got = _BASIC.get(memo_key)
+        if got is not None:
+            return t._derive(*got)
+    out = _basic(t, key)
+    if sig is not None:
+        if len(_BASIC) >= 1 << 15:
+            _BASIC.clear()
+        _BASIC[memo_key] = (out._consts, out._coefs, out._shape)
+    return out
+
+
+def _basic(t: tensor, key: tuple[Any, ...]) -> tensor:
     consts = list(t._consts)
     coefs = [list(r) for r in t._coefs]
     n_base = len(consts)
