@@ -58,9 +58,12 @@ def operand_record(name: str, view: View) -> Operand:
     records = lay.__dict__.get("_operands")
     if records is None:
         records = lay.__dict__["_operands"] = {}
-    key = (name, view.buffer.name, region)
+    # The region by identity (regions are cached per layout and placement, so equal ones are
+    # mostly the same object; hashing its fields costs more): the record holds the region, so
+    # its id cannot be reused while the entry lives. A new object only misses.
+    key = (name, view.buffer.name, id(region))
     rec = records.get(key)
-    if rec is None:
+    if rec is None or rec.region is not region:
         if len(records) >= 256:
             records.clear()
         rec = records[key] = Operand(name, region, *_operand_parts(view), view.buffer.name)
