@@ -13,7 +13,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.nki.runner import run_kernel
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -188,7 +188,10 @@ def test_core_barrier_orders_the_cores(rng):
     assert sorted(i.core for i in bars) == [0, 1]
     assert all(i.engine == "gpsimd" and i.attrs["sync_id"] == "core_barrier:0" for i in bars)
     # without the barrier program 0 runs to its end first and reads never-written memory
-    bad = run_kernel(lambda a: barrier_kernel(a, use_barrier=False), (x,), {}, chip="trn2", lnc=2)
+    with pytest.warns(SimulationWarning, match="no core_barrier between them"):
+        bad = run_kernel(
+            lambda a: barrier_kernel(a, use_barrier=False), (x,), {}, chip="trn2", lnc=2
+        )
     assert np.isnan(bad.outputs[:8]).all()
 
 
@@ -334,3 +337,25 @@ def test_sendrecv_shape_mismatch_between_peers():
         )
 
     assert "same shape" in _lnc2_error(kernel)
+
+
+def test_cross_core_hbm_race_without_a_barrier_is_reported_at_the_users_line(rng):
+    """Without the barrier, core 1 reads the half of `scratch` that core 0 writes in the same
+    interval: on hardware that is a race, so trnsim warns at the reading line (with the
+    barrier, or when each core only touches its own rows, there is nothing to report)."""
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    with pytest.warns(SimulationWarning, match="no core_barrier between them") as seen:
+        run_kernel(lambda a: barrier_kernel(a, use_barrier=False), (x,), {}, chip="trn2", lnc=2)
+    races = [w for w in seen if "core_barrier" in str(w.message)]
+    assert len(races) == 2  # core 0's read vs core 1's write, and core 0's write vs the read
+    for w in races:  # at the later access's line, naming the earlier one's
+        assert w.filename == __file__
+        assert "scratch[" in linecache.getline(w.filename, w.lineno)
+        assert "on core 1" in str(w.message) and "on core 0" in str(w.message)
+        assert "test_lnc.py:" in str(w.message)
+    import warnings as _w
+
+    with _w.catch_warnings():
+        _w.simplefilter("error", SimulationWarning)
+        run_kernel(barrier_kernel, (x,), {}, chip="trn2", lnc=2)
+        run_kernel(half_add, (x, x), {}, chip="trn2", lnc=2)

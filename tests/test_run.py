@@ -14,6 +14,8 @@ import nki.language as nl
 import numpy as np
 import pytest
 
+from trnsim.errors import SimulationWarning
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -225,7 +227,9 @@ def test_platform_target_env(monkeypatch, target, version, moving):
 def test_cpu_simulate_with_lnc_and_kwargs():
     a = np.ones((4, 4), np.float32)
     np.testing.assert_allclose(nki.cpu_simulate(_scale_kernel)[1](a=a, factor=4.0), 4 * a)
-    np.testing.assert_allclose(nki.cpu_simulate(nki.jit(_scale_kernel))[2](a=a), 2 * a)
+    # Both programs of the LNC2 launch write all of the shared output: a race on hardware.
+    with pytest.warns(SimulationWarning, match="no core_barrier between them"):
+        np.testing.assert_allclose(nki.cpu_simulate(nki.jit(_scale_kernel))[2](a=a), 2 * a)
 
 
 def test_written_inputs_are_updated_in_place():

@@ -8,6 +8,7 @@ import functools
 import gc
 import itertools
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +17,13 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.core import Device
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
 from trnsim.nki.lnc import Programs
 from trnsim.nki.tensor import NkiTensor, check_ga_outputs
 from trnsim.nki.typing import check_annotations
 from trnsim.program import Instruction, capture_location
+from trnsim.timing.races import find_races
 
 PLATFORM_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2",
                     "gen3": "trn2", "trn3": "trn3", "gen4": "trn3"}
@@ -192,6 +194,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
             result = None
             for body in bodies:
                 result = body()
+    if len(device.cores) > 1:
+        _warn_races(device.program)
     if generation == "ga":
         check_ga_outputs(result, kernel)
     # Timing-only runs hold no values: a returned tensor of 50 GiB must not be read back.
@@ -204,6 +208,33 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if sink is not None:
         sink.append(run)
     return run
+
+
+_MAX_RACE_WARNINGS = 3
+
+
+def _warn_races(program: list[Instruction]) -> None:
+    """A SimulationWarning per cross-core HBM race (timing/races.py), at the later access's
+    line; the first few only, then how many more there are."""
+    races = find_races(program)
+    for race in races[:_MAX_RACE_WARNINGS]:
+        a, b = program[race.first], program[race.second]
+        verb = {True: "writes", False: "reads"}
+        where = f" at {a.loc.short()}" if a.loc is not None else ""
+        more = len(races) - _MAX_RACE_WARNINGS
+        text = (
+            f"{b.opcode} on core {b.core} {verb[race.second_writes]} bytes of HBM tensor "
+            f"'{race.tensor}' that {a.opcode}{where} on core {a.core} {verb[race.first_writes]}, "
+            "with no core_barrier between them: on hardware the cores run concurrently and the "
+            f"result depends on timing (trnsim ran core {a.core}'s access first). Order them "
+            "with nisa.core_barrier or make the regions disjoint"
+            + (f" ({more} more such pairs)" if more > 0 and race is races[_MAX_RACE_WARNINGS - 1]
+               else "")
+        )
+        if b.loc is not None:
+            warnings.warn_explicit(text, SimulationWarning, b.loc.filename, b.loc.lineno)
+        else:
+            warnings.warn(text, SimulationWarning, stacklevel=3)
 
 
 @contextlib.contextmanager
