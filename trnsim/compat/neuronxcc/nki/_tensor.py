@@ -388,14 +388,14 @@ class tensor:
 
     # ------------------------------------------------------------ assignment
     def __setitem__(self, key: Any, value: Any) -> None:
-        from trnsim.compat.neuronxcc.nki import _emit
+        from trnsim.compat.neuronxcc.nki import _assign
 
-        _emit.assign_item(self, key, value)
+        _assign.assign_item(self, key, value)
 
     def _inplace_op(self, value: Any, op: str) -> tensor:
-        from trnsim.compat.neuronxcc.nki import _emit
+        from trnsim.compat.neuronxcc.nki import _assign
 
-        return _emit.accumulate(self, value, op)
+        return _assign.accumulate(self, value, op)
 
     def __iadd__(self, value: Any) -> tensor:
         return self._inplace_op(value, "add")
