@@ -353,6 +353,7 @@ def test_cross_core_hbm_race_without_a_barrier_is_reported_at_the_users_line(rng
         assert "scratch[" in linecache.getline(w.filename, w.lineno)
         assert "on core 1" in str(w.message) and "on core 0" in str(w.message)
         assert "test_lnc.py:" in str(w.message)
+        assert "HBM bytes [" in str(w.message)  # `scratch` has no name= to show
     import warnings as _w
 
     with _w.catch_warnings():

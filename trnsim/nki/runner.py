@@ -222,9 +222,12 @@ def _warn_races(program: list[Instruction]) -> None:
         verb = {True: "writes", False: "reads"}
         where = f" at {a.loc.short()}" if a.loc is not None else ""
         more = len(races) - _MAX_RACE_WARNINGS
+        what = (f"bytes of HBM tensor '{race.tensor}'" if race.tensor
+                else f"HBM bytes [{race.start}, {race.end}) (of an unnamed tensor: "
+                     "nl.ndarray(name=...) names it here)")
         text = (
-            f"{b.opcode} on core {b.core} {verb[race.second_writes]} bytes of HBM tensor "
-            f"'{race.tensor}' that {a.opcode}{where} on core {a.core} {verb[race.first_writes]}, "
+            f"{b.opcode} on core {b.core} {verb[race.second_writes]} {what} that "
+            f"{a.opcode}{where} on core {a.core} {verb[race.first_writes]}, "
             "with no core_barrier between them: on hardware the cores run concurrently and the "
             f"result depends on timing (trnsim ran core {a.core}'s access first). Order them "
             "with nisa.core_barrier or make the regions disjoint"

@@ -25,7 +25,9 @@ class Race:
 
     first: int  # instruction indices, in program order
     second: int
-    tensor: str  # the written tensor's name
+    tensor: str  # the written tensor's name ("" when it has none)
+    start: int  # the bytes both touch (bounding box), in the chip's HBM address space
+    end: int
     first_writes: bool  # whether each access writes (else it reads)
     second_writes: bool
 
@@ -70,9 +72,7 @@ def _access(op: Operand, ins: Instruction, write: bool) -> _Access | None:
     if r.space != "hbm" or r.byte_end <= r.byte_start:
         return None
     pitch, run = row_pattern(op)
-    return _Access(
-        r.byte_start, r.byte_end, pitch, run, ins.core, write, ins.index, op.tensor_name or op.name
-    )
+    return _Access(r.byte_start, r.byte_end, pitch, run, ins.core, write, ins.index, op.tensor_name)
 
 
 def _sweep(accesses: list[_Access], races: dict[tuple[int, int], Race]) -> None:
@@ -94,7 +94,13 @@ def _sweep(accesses: list[_Access], races: dict[tuple[int, int], Race]) -> None:
             if key not in races:
                 writer = second if second.write else first
                 races[key] = Race(
-                    first.index, second.index, writer.tensor, first.write, second.write
+                    first.index,
+                    second.index,
+                    writer.tensor,
+                    max(w.start, a.start),
+                    min(w.end, a.end),
+                    first.write,
+                    second.write,
                 )
 
 
