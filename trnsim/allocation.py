@@ -132,7 +132,7 @@ class HBM:
 
 
 class OnChipMemory:
-    """SBUF or PSUM of one NeuronCore: partitions x bytes, allocated lazily by numpy."""
+    """SBUF or PSUM of one NeuronCore: partitions x bytes, backed lazily."""
 
     def __init__(self, space: str, partitions: int, bytes_per_partition: int, align: int,
                  usable_bytes_per_partition: int | None = None):
@@ -148,5 +148,13 @@ class OnChipMemory:
 
     @functools.cached_property
     def data(self) -> np.ndarray:
-        """The bytes, made on first use: a timing-only run never touches them."""
-        return np.zeros((self.partitions, self.bytes_per_partition), dtype=np.uint8)
+        """The bytes, made on first use: a timing-only run never touches them. An anonymous
+        mapping (zero pages on first touch) rather than np.zeros: numpy asks for huge pages on
+        large arrays, and a tile spanning all partitions (one per 192-256 KiB) then faults in
+        and zeroes every 2 MiB page of the memory, milliseconds for each launch."""
+        size = self.partitions * self.bytes_per_partition
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+        buf = mmap.mmap(-1, max(size, 1), flags=flags)
+        return np.frombuffer(buf, dtype=np.uint8, count=size).reshape(
+            self.partitions, self.bytes_per_partition
+        )
