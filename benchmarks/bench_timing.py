@@ -6,6 +6,7 @@
    the machine matters less): the scheduler alone on a recorded program, timing-only end to end
    (values=False: tracing the kernel + scheduling) and values+timing end to end, for the
    current API and for the same matmul written in the Beta-1 API.
+1b. Launch overhead: the CPU time of a two-DMA kernel, with values and profiled.
 2. Growth: CPU time per instruction at N, 2N, 4N instructions (linear: ratios near 1).
 3. A 4096 x 4096 x 4096 bf16 blocked matmul with values and timing, over the time numpy alone
    needs for the same tile arithmetic (the same 128x128x512 tile matmuls in fp32).
@@ -42,11 +43,12 @@ from kernels_for_timing import (  # noqa: E402
     compute_chain,
     elementwise_chain,
     hbm_stream,
+    tile_roundtrip,
 )
 
 from trnsim.nki.jit import _as_kernel  # noqa: E402
 from trnsim.timing.costs import cost_records  # noqa: E402
-from trnsim.timing.profile import time_program  # noqa: E402
+from trnsim.timing.profile import profile, time_program  # noqa: E402
 
 BF16 = ml_dtypes.bfloat16
 
@@ -110,6 +112,20 @@ def speed(n: int, chip: str = "trn2") -> None:
     print(
         f"compute-only chain ({k} instr: matmul, activation, tensor_tensor): scheduler "
         f"{k / t_sc:.0f} instr/s, timing-only {k / (t_tc + t_sc):.0f} instr/s"
+    )
+
+
+def launch_overhead(chip: str = "trn3", repeat: int = 200) -> None:
+    """What a launch costs beyond its instructions: a 2-DMA kernel with values, and profiled."""
+    print("\n== 1b. launch overhead: a kernel of two DMAs ([128, 64] fp32 through SBUF) ==")
+    x = np.ones((128, 64), np.float32)
+    kernel = _as_kernel(tile_roundtrip)
+    trace(tile_roundtrip, (x,), chip, True)
+    _, t, _ = cpu(lambda: [kernel.launch((x,), {}, chip=chip, values=True) for _ in range(repeat)])
+    _, tp, _ = cpu(lambda: [profile(tile_roundtrip, x, chip=chip) for _ in range(repeat)])
+    print(
+        f"per launch with values: {1e3 * t / repeat:.2f} ms CPU; "
+        f"profiled (values + timing): {1e3 * tp / repeat:.2f} ms CPU"
     )
 
 
@@ -227,6 +243,7 @@ def main() -> None:
     args = ap.parse_args()
     warm_up()
     speed(1024 if args.quick else 2048)
+    launch_overhead()
     growth(64 if args.quick else 256)
     matmul_overhead(1024 if args.quick else 4096)
     if args.big:

@@ -79,6 +79,16 @@ def compute_chain(x, n: int = 1000):
 
 
 @nki.jit
+def tile_roundtrip(x):
+    """x -> SBUF -> a new HBM tensor: two DMAs, for what a launch costs beside its work."""
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@nki.jit
 def hbm_stream(x, y):
     """Copy x [R, F] into y through SBUF in [128, F] tiles: two transfers per tile.
 
