@@ -169,3 +169,28 @@ def test_trace_processor_sql_finds_the_same_facts(prof, tmp_path):
         assert int(flows["n"][0]) > 0
     finally:
         tp.close()
+
+
+def test_insights_name_cross_core_races():
+    import warnings
+
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.report import summary
+    from trnsim.timing.profile import profile
+
+    def both_write(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)  # both programs write all of `out`
+        return out
+
+    x = np.ones((128, 8), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        racy = profile(nki.jit(both_write)[2], x, chip="trn2")
+        calm = profile(nki.jit(both_write), x, chip="trn2")
+    assert any(i.startswith("Cross-core races: 1 pair") for i in summary(racy)["insights"])
+    assert not any("Cross-core" in i for i in summary(calm)["insights"])

@@ -17,6 +17,7 @@ from typing import Any
 
 from trnsim.program import Instruction
 from trnsim.timing.profile import Profile
+from trnsim.timing.races import find_races
 from trnsim.trace import Counter, Slice, Trace
 
 ROW_NAMES = {"sync": "Sync", "tensor": "Tensor", "tensor_matrix": "TensorMatrix",
@@ -286,6 +287,13 @@ def insights(profile: Profile, s: dict[str, Any]) -> list[str]:
     if s["peak_psum_usage_bytes"] > 0.9 * profile.chip.psum.bytes_per_partition:
         out.append("PSUM pressure: all 8 banks are nearly full at the peak; TensorE may stall "
                    "on Vector/Scalar draining PSUM.")
+    races = find_races(profile.program)
+    if races:
+        first = profile.program[races[0].second]
+        where = f" (first at {first.loc.short()})" if first.loc is not None else ""
+        out.append(f"Cross-core races: {len(races)} pair(s) of HBM accesses from different cores "
+                   f"touch the same bytes with no core_barrier between them{where}; on hardware "
+                   "their result depends on timing.")
     top = s["top_lines"][:3]
     if top:
         out.append("Top source lines by summed instruction time: " + ", ".join(
