@@ -27,7 +27,7 @@ from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem
 from trnsim.timing.pe_array import PEArray
 from trnsim.timing.ports import Ports
-from trnsim.timing.statics import _BARRIER, _COMPUTE, _DMA, _TENSOR, Statics
+from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TENSOR, Statics
 from trnsim.timing.throttle import Throttle
 
 _LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
@@ -139,7 +139,7 @@ class Scheduler:
             [(0, "")] * n,
             [None] * n,
         )
-        self._kind = kinds = [_COMPUTE] * n
+        self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
         # ticks, 0).
         self._ticks = ticks = [(0, 0)] * n
@@ -158,12 +158,12 @@ class Scheduler:
                 plan, trigger = self.statics.dma(ins)
                 key = (core, plan.issuer)
                 tl_dma[i] = (plan, -1, -1)
-                kinds[i] = kind = _DMA
+                kinds[i] = kind = DMA
                 ticks[i] = (trigger, 0)
             else:
                 eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
                 kinds[i] = kind
-                if kind == _BARRIER:
+                if kind == BARRIER:
                     self._add_barrier(i, core)
                 key = (core, eng)
                 tl_costs[i] = cost
@@ -175,11 +175,11 @@ class Scheduler:
             q = queues[qid]
             # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
             # of order).
-            dq = -1 - i if kind == _DMA else qid
+            dq = -1 - i if kind == DMA else qid
             deps = tl_deps[i] = access(i, core, dq, ins.reads, ins.writes)
             if ins.deps:
                 deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
-            if kind == _COMPUTE and key[1] == "vector":
+            if kind == COMPUTE and key[1] == "vector":
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF).
                 prev = q.items[-1] if q.items else -1
@@ -215,7 +215,7 @@ class Scheduler:
         cores = sorted({q.key[0] for q in self._queues})
         queues: dict[int, set[str]] = {}
         for i in range(n):
-            if self._kind[i] == _DMA:
+            if self._kind[i] == DMA:
                 queues.setdefault(program[i].core, set()).add(tl.dma[i][0].queue)
         one_queue = all(len(qs) == 1 for qs in queues.values())
         self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores), one_queue=one_queue)
@@ -318,11 +318,11 @@ class Scheduler:
         while head < stop:
             i = items[head]
             kind = kinds[i]
-            if kind == _COMPUTE:
+            if kind == COMPUTE:
                 done = self._issue_compute(i, qid, q)
-            elif kind == _TENSOR:
+            elif kind == TENSOR:
                 done = self._issue_tensor(i, qid, q)
-            elif kind == _DMA:
+            elif kind == DMA:
                 done = self._issue_dma(i, qid, q)
             else:
                 done = self._issue_barrier(i, qid, q)

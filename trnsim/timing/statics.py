@@ -20,7 +20,7 @@ from trnsim.timing.pe_array import cells_of
 from trnsim.timing.ports import Ports
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-_COMPUTE, _TENSOR, _DMA, _BARRIER = range(4)  # how a queue issues an instruction
+COMPUTE, TENSOR, DMA, BARRIER = range(4)  # how a queue issues an instruction
 _PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MISSING = object()
 
@@ -64,13 +64,13 @@ class Statics:
         # sequencer.
         eng = ins.engine if ins.engine in ENGINES else "sync" if ins.engine == "dma" else "vector"
         cost = self.costs.cost(ins)
-        kind = _COMPUTE
+        kind = COMPUTE
         if eng == "tensor":
-            kind = _TENSOR
+            kind = TENSOR
         elif ins.opcode == "core_barrier":
-            kind = _BARRIER
+            kind = BARRIER
         p = self.period[eng]
-        if kind == _TENSOR:  # MultiplyMoving's II and latency, LoadStationary's, PE cells
+        if kind == TENSOR:  # MultiplyMoving's II and latency, LoadStationary's, PE cells
             a = ins.attrs
             cells = cells_of(a.get("tile_position") or (), a.get("tile_size") or ())
             ticks = (cost.ii * p, cost.latency * p, cost.ls_ii * p, cost.ls_latency * p, cells)
