@@ -18,7 +18,7 @@ from typing import Any
 from trnsim import yamlfile
 from trnsim.chipspec import ChipSpec
 from trnsim.errors import SpecError
-from trnsim.program import Instruction
+from trnsim.program import Instruction, Operand
 from trnsim.timing.models import MODELS, Cost
 
 __all__ = [
@@ -148,37 +148,24 @@ class CostTable:
         return got, key
 
 
+def operand_cost_key(o: Operand) -> tuple:
+    """The fields of an operand that cost models read (one list for every cost cache)."""
+    return (
+        o.name,
+        o.region.space,
+        o.dtype,
+        o.elems_per_partition,
+        o.inner_stride_bytes,
+        o.nbytes,
+        o.partitions,
+    )
+
+
 def _signature(ins: Instruction) -> tuple | None:
     """What cost models read, as a hashable key (None: do not cache). Not the operands'
     addresses: no model reads them, so a tile shape at another address hits the cache."""
-    ops = tuple(
-        [
-            (
-                o.name,
-                o.region.space,
-                o.dtype,
-                o.elems_per_partition,
-                o.inner_stride_bytes,
-                o.nbytes,
-                o.partitions,
-            )
-            for o in ins.reads
-        ]
-    )
-    wops = tuple(
-        [
-            (
-                o.name,
-                o.region.space,
-                o.dtype,
-                o.elems_per_partition,
-                o.inner_stride_bytes,
-                o.nbytes,
-                o.partitions,
-            )
-            for o in ins.writes
-        ]
-    )
+    ops = tuple([operand_cost_key(o) for o in ins.reads])
+    wops = tuple([operand_cost_key(o) for o in ins.writes])
     try:
         attrs = tuple(sorted(ins.attrs.items())) if ins.attrs else ()
         key = (ins.opcode, ins.engine, ops, wops, attrs)

@@ -11,10 +11,11 @@ much only misses the cache, one that says too little would time the wrong instru
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
-from trnsim.timing.costs import CostTable
+from trnsim.timing.costs import CostTable, operand_cost_key
 from trnsim.timing.dma import DmaPlan, plan_dma
 from trnsim.timing.pe_array import cells_of
 from trnsim.timing.ports import Ports
@@ -40,11 +41,7 @@ class Statics:
 
         Cached under what the cost models read (not addresses: a tile shape at another address
         hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
-        sig = _compute_signature(ins)
-        try:
-            got = self._compute.get(sig)
-        except TypeError:  # an attr cannot be hashed: do not cache
-            got = sig = None
+        sig, got = _lookup(self._compute, _compute_signature(ins))
         if got is None:
             # The last item caches port keys by operand addresses, for this signature only.
             got = (*self._compute_uncached(ins), {})
@@ -79,11 +76,7 @@ class Statics:
 
     def dma(self, ins: Instruction) -> tuple[DmaPlan, int]:
         """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
-        sig = _dma_signature(ins)
-        try:
-            got = self._dma.get(sig)
-        except TypeError:  # an attr cannot be hashed: do not cache
-            got = sig = None
+        sig, got = _lookup(self._dma, _dma_signature(ins))
         if got is None:
             params = self.costs.record(ins.opcode)[1]
             plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
@@ -101,21 +94,22 @@ class Statics:
         return got
 
 
+def _lookup(cache: dict, sig: tuple) -> tuple[tuple | None, Any]:
+    """(sig, cached value or None); sig None when it cannot be hashed (an attr that is not
+    plain data): then nothing is cached for that instruction."""
+    try:
+        return sig, cache.get(sig)
+    except TypeError:
+        return None, None
+
+
 def _compute_signature(ins: Instruction) -> tuple:
     """What the cost models read of a non-DMA instruction, and its core, as one flat tuple
     (unhashable if an attr is: the caller's lookup finds out, hashing only once). Attrs in
     recorded order: at worst an extra cache miss."""
     key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
     for o in ins.reads + ins.writes:
-        key += (
-            o.name,
-            o.region.space,
-            o.dtype,
-            o.elems_per_partition,
-            o.inner_stride_bytes,
-            o.nbytes,
-            o.partitions,
-        )
+        key += operand_cost_key(o)
     key += ins.attrs.items()
     return tuple(key)
 
