@@ -273,3 +273,23 @@ def public_instruction(fn: Any) -> Any:
             raise e.with_loc(capture_location()) from None
 
     return wrapper
+
+
+def language_function(fn: Any) -> Any:
+    """Wrap a public nki.language function: KernelErrors (also from the ISA calls inside) get
+    the user's line, and a wrong call signature names the argument and the signature."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except KernelError as e:
+            raise e.with_loc(capture_location()) from None
+        except TypeError as e:
+            err = binding_error(fn, e, "nl")
+            if err is None:  # raised inside fn, not by the call
+                raise
+            raise err from e
+
+    wrapper.nki_name = fn.__name__  # type: ignore[attr-defined]
+    return wrapper

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import builtins
 import enum
-import functools
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from trnsim import dtypes as _dt
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import ConstraintError
 from trnsim.memory import Buffer as _Buffer
-from trnsim.nki._isa_base import binding_error
+from trnsim.nki._isa_base import language_function
 from trnsim.nki.context import current
 from trnsim.nki.tensor import NkiTensor, as_dtype
 from trnsim.nki.tile_reuse import allocate_reusing
@@ -104,25 +102,9 @@ def is_on_chip(buffer: Any) -> bool:
 
 
 # ---------------------------------------------------------------- tensor creation
-def _with_loc(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Attach the user's line to KernelErrors raised while creating a tensor."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KernelError as e:
-            raise e.with_loc(capture_location()) from None
-        except TypeError as e:  # a wrong call signature: name the argument and the signature
-            err = binding_error(fn, e, "nl")
-            if err is None:
-                raise
-            raise err from e
-
-    return wrapper
 
 
-@_with_loc
+@language_function
 def ndarray(
     shape: Any,
     dtype: Any,
@@ -271,25 +253,25 @@ def _fill_value(value: Any, dtype: _dt.DType) -> Any:
     return float(value)
 
 
-@_with_loc
+@language_function
 def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
     """A new tensor filled with 0 (a memset instruction on chip)."""
     return _fill(ndarray(shape, dtype, buffer, name), 0, name)
 
 
-@_with_loc
+@language_function
 def ones(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
     """A new tensor filled with 1."""
     return _fill(ndarray(shape, dtype, buffer, name), 1, name)
 
 
-@_with_loc
+@language_function
 def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> NkiTensor:
     """A new tensor filled with `fill_value`."""
     return _fill(ndarray(shape, dtype, buffer, name), fill_value, name)
 
 
-@_with_loc
+@language_function
 def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
     """Zeros with x's shape (and dtype unless given); buffer defaults to SBUF."""
     return zeros(
@@ -297,7 +279,7 @@ def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") ->
     )
 
 
-@_with_loc
+@language_function
 def empty_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
     """An uninitialised tensor with x's shape; dtype and buffer default to x's."""
     return ndarray(
@@ -326,7 +308,7 @@ _CONSTANT_DTYPES = (
 )
 
 
-@_with_loc
+@language_function
 def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     """A constant tensor in shared HBM (embedded in the NEFF): a numpy array or a .npy path."""
     ctx = current("nl.shared_constant")
@@ -357,7 +339,7 @@ def shared_constant(constant: Any, dtype: Any = None) -> NkiTensor:
     return NkiTensor(view.buffer, view.layout)
 
 
-@_with_loc
+@language_function
 def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Any = None) -> NkiTensor:
     """An n x n identity matrix in SBUF: a shared constant in HBM, DMA'd in once per dtype."""
     from trnsim.nki import isa as nisa
@@ -377,7 +359,7 @@ def shared_identity_matrix(n: int, dtype: Any = uint8, dst: Any = None) -> NkiTe
     return tile
 
 
-@_with_loc
+@language_function
 def rand(shape: Any, dtype: Any = float32, buffer: Any = sbuf, name: str = "") -> NkiTensor:
     """A new tile of uniform random values in [0, 1): nisa.rand2 on NC-v4, nisa.rng before."""
     from trnsim.nki import isa as nisa
@@ -400,7 +382,7 @@ def _ops_multiply() -> Any:
     return multiply
 
 
-@_with_loc
+@language_function
 def random_seed(seed: Any) -> None:
     """Seed the random number generator with a [1, 1] 32-bit integer tensor in SBUF/PSUM."""
     from trnsim.nki import isa as nisa

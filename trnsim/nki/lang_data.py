@@ -7,8 +7,8 @@ from typing import Any
 
 from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError
+from trnsim.nki._isa_base import language_function
 from trnsim.nki.lang_ops import (
-    _api,
     _isa,
     _new,
     _nl,
@@ -34,7 +34,7 @@ __all__ = [
 
 
 # ---------------------------------------------------------------- data movement
-@_api
+@language_function
 def load(src: Any, dtype: Any = None) -> NkiTensor:
     """HBM -> a new SBUF tile shaped like src (one dma_copy)."""
     if not isinstance(src, NkiTensor) or src.buffer.on_chip:
@@ -45,7 +45,7 @@ def load(src: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def store(dst: Any, value: Any) -> None:
     """An SBUF tile -> HBM (one dma_copy); PSUM values must be copied to SBUF first (GA)."""
     if not isinstance(dst, NkiTensor) or dst.buffer.on_chip:
@@ -60,7 +60,7 @@ def store(dst: Any, value: Any) -> None:
     _isa().dma_copy(dst=dst, src=value)
 
 
-@_api
+@language_function
 def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
     """HBM [a, b] -> SBUF [b, a]: a DMA with a transposing (element-strided) access pattern."""
     if not isinstance(src, NkiTensor) or src.buffer.on_chip or src.ndim != 2:
@@ -70,7 +70,7 @@ def load_transpose2d(src: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def copy(x: Any, dtype: Any = None) -> NkiTensor:
     """A copy of the tile in SBUF (VectorE tensor_copy: bit-exact for equal dtypes).
 
@@ -83,7 +83,7 @@ def copy(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def broadcast_to(x: Any, shape: Any, dtype: Any = None) -> NkiTensor:
     """numpy broadcast of size-1 dims (same rank): free dims via a stride-0 view + VectorE
     copy, the partition dim via a DMA that repeats the source partition."""
@@ -122,7 +122,7 @@ def _partition_broadcast(lay: Any, n: int) -> Any:
     return Layout(lay.dtype, lay.offset, (n, *lay.shape[1:]), (0, *lay.strides[1:]))
 
 
-@_api
+@language_function
 def expand_dims(x: Any, axis: int) -> NkiTensor:
     """A view of x with a size-1 axis inserted at `axis` (no data movement)."""
     if not isinstance(x, NkiTensor):
@@ -130,7 +130,7 @@ def expand_dims(x: Any, axis: int) -> NkiTensor:
     return x.expand_dim(axis)
 
 
-@_api
+@language_function
 def transpose(x: Any, dtype: Any = None) -> NkiTensor:
     """2-D partition <-> free swap: TensorE into PSUM, or VectorE (SBUF) up to 32 x 32."""
     x = _tile(x, "transpose")
@@ -146,7 +146,7 @@ def transpose(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def matmul(x: Any, y: Any, transpose_x: bool = False) -> NkiTensor:
     """x @ y (or x.T @ y with transpose_x=True, x given as [K, M]) on the Tensor Engine;
     the fp32 result lands in PSUM. Without transpose_x, x is transposed first."""
@@ -175,7 +175,7 @@ def copy_to_sbuf(t: NkiTensor) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None) -> NkiTensor:
     """Per partition, out = data_row.flatten()[indices_row] (GpSimd nc_n_gather)."""
     data = _tile(data, "gather_flattened", "data")
@@ -185,7 +185,7 @@ def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None) 
     return out
 
 
-@_api
+@language_function
 def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
     """x where condition (1.0 / 0.0 tile) is non-zero, else y (VectorE predicated copy)."""
     condition = _tile(condition, "where", "condition")
@@ -210,7 +210,7 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def dropout(x: Any, rate: Any, dtype: Any = None) -> NkiTensor:
     """Zero each element with probability `rate` (VectorE nisa.dropout)."""
     x = _tile(x, "dropout")

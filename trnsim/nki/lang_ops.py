@@ -13,7 +13,6 @@ needs nl.broadcast_to.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -21,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as _dt
-from trnsim.errors import ConstraintError, KernelError
-from trnsim.nki._isa_base import binding_error
+from trnsim.errors import ConstraintError
+from trnsim.nki._isa_base import language_function
 from trnsim.nki.tensor import NkiTensor, as_dtype
-from trnsim.program import capture_location
 from trnsim.spec import show_value
 
 __all__ = [
@@ -104,23 +102,6 @@ def _nl() -> Any:
     return language
 
 
-def _api(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Attach the user's line to KernelErrors (also those raised by the ISA calls inside)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except KernelError as e:
-            raise e.with_loc(capture_location()) from None
-        except TypeError as e:  # a wrong call signature: name the argument and the signature
-            err = binding_error(fn, e, "nl")
-            if err is None:
-                raise
-            raise err from e
-
-    wrapper.nki_name = fn.__name__  # type: ignore[attr-defined]
-    return wrapper
 
 
 # ---------------------------------------------------------------- helpers
@@ -221,7 +202,7 @@ def _make_binary(name: str, doc: str) -> Callable[..., Any]:
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
-    wrapped = _api(fn)
+    wrapped = language_function(fn)
     return wrapped
 
 
@@ -266,7 +247,7 @@ def _make_activation(name: str, doc: str) -> Callable[..., Any]:
 
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
-    wrapped = _api(fn)
+    wrapped = language_function(fn)
     return wrapped
 
 
@@ -296,7 +277,7 @@ erf = _make_activation("erf", "Error function (ScalarE activation).")
 erf_dx = _make_activation("erf_dx", "Derivative of erf (ScalarE activation).")
 
 
-@_api
+@language_function
 def reciprocal(x: Any, dtype: Any = None) -> NkiTensor:
     """1 / x on the Vector Engine (nisa.reciprocal: precise, unlike the ScalarE table)."""
     x = _tile(x, "reciprocal")
@@ -305,7 +286,7 @@ def reciprocal(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def negative(x: Any, dtype: Any = None) -> NkiTensor:
     """-x (VectorE tensor_scalar multiply by -1)."""
     x = _tile(x, "negative")
@@ -314,7 +295,7 @@ def negative(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def prelu(x: Any, alpha: float = 0.01, dtype: Any = None) -> NkiTensor:
     """max(x, 0) + alpha * min(x, 0) (also the activate2 op constant)."""
     x = _tile(x, "prelu")
@@ -328,7 +309,7 @@ def prelu(x: Any, alpha: float = 0.01, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def bypass(x: Any, dtype: Any = None) -> NkiTensor:
     """Identity (the activate2 pass-through stage constant); as a function, a copy."""
     from trnsim.nki.lang_data import copy
@@ -336,7 +317,7 @@ def bypass(x: Any, dtype: Any = None) -> NkiTensor:
     return copy(x, dtype)
 
 
-@_api
+@language_function
 def logical_not(x: Any, dtype: Any = None) -> NkiTensor:
     """1 where x == 0, else 0."""
     x = _tile(x, "logical_not")
@@ -345,7 +326,7 @@ def logical_not(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def invert(x: Any, dtype: Any = None) -> NkiTensor:
     """Bitwise NOT of an integer tile (XOR with all ones)."""
     x = _tile(x, "invert")
@@ -366,7 +347,7 @@ def _range_reduced(x: NkiTensor, shift: float, fn: str) -> NkiTensor:
     return red
 
 
-@_api
+@language_function
 def sin(x: Any, dtype: Any = None) -> NkiTensor:
     """sin(x) with range reduction into [-pi, pi] (the activation table's valid range)."""
     x = _tile(x, "sin")
@@ -375,7 +356,7 @@ def sin(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def cos(x: Any, dtype: Any = None) -> NkiTensor:
     """cos(x) = sin(x + pi/2), range-reduced (no activation-table entry for cos)."""
     x = _tile(x, "cos")
@@ -384,7 +365,7 @@ def cos(x: Any, dtype: Any = None) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def tan(x: Any, dtype: Any = None) -> NkiTensor:
     """sin(x) / cos(x) (composite)."""
     x = _tile(x, "tan")
@@ -411,19 +392,19 @@ def _round(x: Any, dtype: Any, fn: str) -> NkiTensor:
     return out
 
 
-@_api
+@language_function
 def trunc(x: Any, dtype: Any = None) -> NkiTensor:
     """Round toward zero (composite)."""
     return _round(x, dtype, "trunc")
 
 
-@_api
+@language_function
 def floor(x: Any, dtype: Any = None) -> NkiTensor:
     """Round toward -inf (composite)."""
     return _round(x, dtype, "floor")
 
 
-@_api
+@language_function
 def ceil(x: Any, dtype: Any = None) -> NkiTensor:
     """Round toward +inf (composite)."""
     return _round(x, dtype, "ceil")

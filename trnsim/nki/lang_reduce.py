@@ -10,8 +10,8 @@ import numpy as np
 
 from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError
+from trnsim.nki._isa_base import language_function
 from trnsim.nki.lang_ops import (
-    _api,
     _col,
     _flat2d,
     _isa,
@@ -77,37 +77,37 @@ def _reduce(
     return out
 
 
-@_api
+@language_function
 def sum(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Sum over trailing free axes (VectorE tensor_reduce)."""
     return _reduce("sum", add, x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def max(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Maximum over trailing free axes."""
     return _reduce("max", maximum, x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def min(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Minimum over trailing free axes."""
     return _reduce("min", minimum, x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def prod(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Product over trailing free axes."""
     return _reduce("prod", multiply, x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def all(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Logical AND over trailing free axes (1 if every element is non-zero)."""
     return _reduce("all", logical_and, x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Mean over trailing free axes: an fp32 sum, then a scale by 1/n."""
     x = _tile(x, "mean")
@@ -119,13 +119,13 @@ def mean(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTen
     return out
 
 
-@_api
+@language_function
 def average(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Mean (also the `average` reduce-op constant of nisa.tensor_partition_reduce)."""
     return mean(x, axis, dtype, keepdims)
 
 
-@_api
+@language_function
 def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTensor:
     """Population variance over trailing free axes (result keeps the reduced axes).
 
@@ -168,7 +168,7 @@ def var(x: Any, axis: Any, dtype: Any = None, keepdims: bool = False) -> NkiTens
 
 
 # ---------------------------------------------------------------- composites
-@_api
+@language_function
 def softmax(x: Any, axis: Any = -1, dtype: Any = None) -> NkiTensor:
     """exp(x - max) / sum(exp(x - max)) over trailing free axes.
 
@@ -220,7 +220,7 @@ def _expand(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
     return t
 
 
-@_api
+@language_function
 def rms_norm(
     x: Any,
     w: Any,
