@@ -24,6 +24,7 @@ from trnsim.memory import (
     check_bounds,
     interned,
     poison_value,
+    row_major,
 )
 from trnsim.program import Instruction, Operand, SourceLocation, capture_location
 from trnsim.semantics import _tensor_rules as rules
@@ -277,16 +278,7 @@ def _attr_value(v: Any) -> Any:
 @functools.lru_cache(maxsize=1024)
 def _whole_layout(dtype: dt.DType, shape: tuple[int, ...]) -> Layout:
     """The row-major Layout of a whole fresh tensor (interned: its caches carry over)."""
-    return interned(Layout(dtype, 0, shape, _row_major(shape)))
-
-
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
+    return interned(Layout(dtype, 0, shape, row_major(shape)))
 
 
 class Device:

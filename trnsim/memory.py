@@ -142,6 +142,16 @@ class Layout:
 
 
 
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a dense row-major array of `shape`."""
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= s
+    return tuple(reversed(strides))
+
+
 _INTERNED: dict[tuple, Layout] = {}
 _INTERN_LIMIT = 1 << 16
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError
-from trnsim.memory import Layout, tensor_label
-from trnsim.nki.views import index_value, row_major
+from trnsim.memory import Layout, row_major, tensor_label
+from trnsim.nki.views import index_value
 
 # ---------------------------------------------------------------- shape changes
 

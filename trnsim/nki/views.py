@@ -49,15 +49,6 @@ def index_value(i: Any, what: str = "index", hint: str = _INDEX_HINT) -> int:
     raise ConstraintError(f"{what} {got} is not an integer; {hint}")
 
 
-def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides = []
-    acc = 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
-
-
 def _dim(d: Any, ndim: int, what: str, allow_end: bool = False) -> int:
     d = index_value(d, what)
     hi = ndim + 1 if allow_end else ndim
