@@ -1,4 +1,5 @@
-"""Beta-1 index expressions: nl.arange, nl.mgrid, their affine combinations, and mask predicates.
+"""Beta-1 index expressions: affine combinations of nl.arange / nl.mgrid indices (those live in
+_arange), and mask predicates.
 
 An IndexExpr is an affine function of an instruction's iteration indices,
 value(i) = const + sum_k coefs[k] * i_k, over a NumPy-broadcast shape (a size-1 axis has
@@ -27,7 +28,7 @@ _CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": None}
 
 
-def _as_int(x: Any, what: str) -> int:
+def as_int(x: Any, what: str) -> int:
     if isinstance(x, (bool, np.bool_)):
         raise b1_error(
             ConstraintError,
@@ -100,7 +101,7 @@ class IndexExpr:
                 tuple(x + sign * y for x, y in zip(a, b, strict=True)),
                 self.const + sign * other.const,
             )
-        return IndexExpr(self.shape, self.coefs, self.const + sign * _as_int(other, what))
+        return IndexExpr(self.shape, self.coefs, self.const + sign * as_int(other, what))
 
     def __add__(self, other: Any) -> IndexExpr:
         return self._combine(other, 1, "+")
@@ -122,7 +123,7 @@ class IndexExpr:
     def __mul__(self, other: Any) -> IndexExpr:
         if isinstance(other, IndexExpr):
             raise _non_affine("*")
-        k = _as_int(other, "*")
+        k = as_int(other, "*")
         return IndexExpr(self.shape, tuple(c * k for c in self.coefs), self.const * k)
 
     __rmul__ = __mul__
@@ -184,7 +185,7 @@ class IndexExpr:
     def _cmp(self, other: Any, op: str) -> Predicate:
         if isinstance(other, IndexExpr):
             return Predicate(((self - other, op),))
-        return Predicate(((self - _as_int(other, op), op),))
+        return Predicate(((self - as_int(other, op), op),))
 
     def __lt__(self, other: Any) -> Predicate:
         return self._cmp(other, "<")
@@ -409,72 +410,3 @@ def as_mask(mask: Any) -> Predicate | bool | None:
     if isinstance(mask, Predicate):
         return mask
     raise unsupported_mask(mask)
-
-
-# ---------------------------------------------------------------- constructors
-
-
-def arange(*args: int) -> IndexExpr:
-    """nl.arange([start,] stop[, step]): a 1-D index; place it with [:, None] / [None, :]."""
-    if not 1 <= len(args) <= 3:
-        raise ConstraintError(f"nl.arange takes 1 to 3 integers (start, stop, step), got {args}")
-    r = range(*(_as_int(a, "nl.arange") for a in args))
-    return IndexExpr((len(r),), (r.step,), r.start)
-
-
-class MGridResult(tuple):
-    """The index expressions of nl.mgrid[...]: unpack them, or use .p (partition), .x, .y, .z."""
-
-    __slots__ = ()
-
-    def _axis(self, k: int, name: str) -> IndexExpr:
-        if k >= len(self):
-            raise AttributeError(f"nl.mgrid of rank {len(self)} has no attribute .{name}")
-        return self[k]
-
-    @property
-    def p(self) -> IndexExpr:
-        return self._axis(0, "p")
-
-    @property
-    def x(self) -> IndexExpr:
-        return self._axis(1, "x")
-
-    @property
-    def y(self) -> IndexExpr:
-        return self._axis(2, "y")
-
-    @property
-    def z(self) -> IndexExpr:
-        return self._axis(3, "z")
-
-
-class _MGrid:
-    """nl.mgrid[0:P, 0:F, ...]: dense index grids, one IndexExpr per axis."""
-
-    def __getitem__(self, key: Any) -> MGridResult:
-        key = key if isinstance(key, tuple) else (key,)
-        ranges = []
-        for k in key:
-            if not isinstance(k, slice) or k.stop is None:
-                raise ConstraintError(
-                    f"nl.mgrid takes slices with a stop, e.g. nl.mgrid[0:128, 0:512], got {k!r}"
-                )
-            ranges.append(
-                range(
-                    _as_int(k.start or 0, "nl.mgrid"),
-                    _as_int(k.stop, "nl.mgrid"),
-                    _as_int(k.step or 1, "nl.mgrid"),
-                )
-            )
-        shape = tuple(len(r) for r in ranges)
-        return MGridResult(
-            IndexExpr(shape, tuple(r.step if j == k else 0 for j in range(len(ranges))), r.start)
-            for k, r in enumerate(ranges)
-        )
-
-    def __repr__(self) -> str:
-        return "nl.mgrid"
-
-
-mgrid = _MGrid()

@@ -14,6 +14,7 @@ import numpy as np
 
 from trnsim import dtypes as _dt
 from trnsim.compat.neuronxcc.nki import _operators  # noqa: F401 - installs tile operators
+from trnsim.compat.neuronxcc.nki._arange import arange, mgrid
 from trnsim.compat.neuronxcc.nki._buffers import (
     hbm,
     par_dim,
@@ -35,7 +36,6 @@ from trnsim.compat.neuronxcc.nki._create import (
     zeros,
     zeros_like,
 )
-from trnsim.compat.neuronxcc.nki._index import arange, mgrid
 from trnsim.compat.neuronxcc.nki._loops import affine_range, sequential_range, static_range
 from trnsim.compat.neuronxcc.nki._nl_data import (
     atomic_rmw,
