@@ -19,15 +19,15 @@ from trnsim.errors import ConstraintError
 from trnsim.memory import Buffer, Layout, View, check_bounds, interned
 from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
-from trnsim.nki.tensor_dynamic import (
-    DynamicAccess,
+from trnsim.nki.dynamic_offset import (
     DynamicOffset,
-    _is_index_tensor,
-    _user_errors,
     as_dtype,
     index_values,
+    is_index_tensor,
     is_register,
+    user_errors,
 )
+from trnsim.nki.tensor_dynamic import DynamicAccess
 from trnsim.nki.tensor_python import PythonGuards
 from trnsim.nki.views import DynSlice, index_value
 from trnsim.program import SourceLocation
@@ -134,14 +134,14 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             )
 
     # ---------------------------------------------------------------- indexing
-    @_user_errors
+    @user_errors
     def __getitem__(self, key: Any) -> NkiTensor:
         if self.dynamic is None:
             simple = vw.indexed(self.layout, key, self.buffer.on_chip)
             if simple is not None:
                 return self._derive(simple, None, "index")
         key_list = vw.normalize_key(key, self.ndim)
-        dyn_dims = [d for d, k in enumerate(key_list) if _is_index_tensor(k)]
+        dyn_dims = [d for d, k in enumerate(key_list) if is_index_tensor(k)]
         if dyn_dims:
             return self._getitem_dynamic(key_list, dyn_dims)
         reg_dims = [
@@ -157,7 +157,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         lay, kept = vw.index_layout(self.layout, tuple(key_list), self.on_chip, self.buffer.label)
         return self._derive(lay, self._moved_dynamic(kept), "index")
 
-    @_user_errors
+    @user_errors
     def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
         """Elements start..end-1 (step `step`) of dimension `dim`."""
         d = vw._dim(dim, self.ndim, "slice: dimension")
@@ -166,11 +166,11 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         lay = vw.slice_dim(self.layout, d, start, end, step, self.buffer.label)
         return self._derive(lay, self.dynamic, "slice")
 
-    @_user_errors
+    @user_errors
     def select(self, dim: int, index: Any) -> NkiTensor:
         """Element `index` of dimension `dim`, the dimension removed; a tensor index is dynamic."""
         d = vw._dim(dim, self.ndim, "select: dimension")
-        if _is_index_tensor(index) or is_register(index):
+        if is_index_tensor(index) or is_register(index):
             return self._select_dynamic(d, index)
         self._check_not_indirect_dim(d, "select")
         if d == 0 and self.on_chip:
@@ -182,7 +182,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         kept = [k for k in range(self.ndim) if k != d]
         return self._derive(lay, self._moved_dynamic(kept), "select")
 
-    @_user_errors
+    @user_errors
     def permute(self, dims: Any) -> NkiTensor:
         """Reorder dimensions; on chip dims[0] must stay 0."""
         dims = vs.check_permutation(dims, self.ndim)
@@ -195,7 +195,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             vs.permute(self.layout, dims), self._moved_dynamic(list(dims)), "permute"
         )
 
-    @_user_errors
+    @user_errors
     def broadcast(self, dim: int, size: int) -> NkiTensor:
         """Repeat a size-1 dimension `size` times (stride 0)."""
         d = vw._dim(dim, self.ndim, "broadcast: dimension")
@@ -206,7 +206,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             "broadcast",
         )
 
-    @_user_errors
+    @user_errors
     def expand_dim(self, dim: int) -> NkiTensor:
         """Insert a size-1 dimension at position `dim`."""
         d = vw._dim(dim, self.ndim, "expand_dim: dimension", allow_end=True)
@@ -214,7 +214,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         kept = [*list(range(d)), -1, *list(range(d, self.ndim))]
         return self._derive(vs.expand_dim(self.layout, d), self._moved_dynamic(kept), "expand_dim")
 
-    @_user_errors
+    @user_errors
     def squeeze_dim(self, dim: int) -> NkiTensor:
         """Remove a size-1 dimension."""
         d = vw._dim(dim, self.ndim, "squeeze_dim: dimension")
@@ -227,7 +227,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             "squeeze_dim",
         )
 
-    @_user_errors
+    @user_errors
     def reshape_dim(self, dim: int, shape: Any) -> NkiTensor:
         """Split dimension `dim` into `shape` (one -1 allowed)."""
         d = vw._dim(dim, self.ndim, "reshape_dim: dimension")
@@ -239,7 +239,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         kept = list(range(d)) + [d] + [-1] * (len(shape) - 1) + list(range(d + 1, self.ndim))
         return self._derive(lay, self._moved_dynamic(kept), "reshape_dim")
 
-    @_user_errors
+    @user_errors
     def flatten_dims(self, start_dim: int, end_dim: int) -> NkiTensor:
         """Merge dimensions start_dim..end_dim (inclusive); they must be contiguous."""
         s = vw._dim(start_dim, self.ndim, "flatten_dims: start dimension")
@@ -251,7 +251,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
         kept = [*list(range(s)), s, *list(range(e + 1, self.ndim))]
         return self._derive(lay, self._moved_dynamic(kept), "flatten_dims")
 
-    @_user_errors
+    @user_errors
     def reshape(self, shape: Any, *more: int) -> NkiTensor:
         """Same elements, new shape (row-major order); the partition size stays on chip."""
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *more)
@@ -275,7 +275,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
             vs.reshape(self.layout, shape, self.on_chip, self.buffer.label), self.dynamic, "reshape"
         )
 
-    @_user_errors
+    @user_errors
     def rearrange(
         self, src_pattern: Any, dst_pattern: Any, fixed_sizes: dict[str, int] | None = None
     ) -> NkiTensor:
@@ -314,7 +314,7 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
                 pos += 1
         return t
 
-    @_user_errors
+    @user_errors
     def view(self, dtype: Any) -> NkiTensor:
         """Reinterpret the bits as `dtype`; the last dimension scales by the size ratio."""
         new = as_dtype(dtype)
