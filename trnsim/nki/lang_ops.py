@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as _dt
+from trnsim.dtype_promotion import promote
 from trnsim.errors import ConstraintError
 from trnsim.nki._isa_base import language_function
 from trnsim.nki.tensor import NkiTensor, as_dtype
@@ -171,12 +172,12 @@ def _binary(name: str, op: Callable[..., Any], x: Any, y: Any, dtype: Any) -> Nk
                 )
     if isinstance(x, NkiTensor) and isinstance(y, NkiTensor):
         if tuple(x.shape) == tuple(y.shape):
-            out = _new(x.shape, dtype or _dt.promote(x.dtype, y.dtype), name)
+            out = _new(x.shape, dtype or promote(x.dtype, y.dtype), name)
             nisa.tensor_tensor(dst=out, data1=x, data2=y, op=op)
             return out
         big, small, rev = (x, y, False) if _col(y) else (y, x, True)
         if _col(small) and small.shape[0] == big.shape[0]:
-            out = _new(big.shape, dtype or _dt.promote(x.dtype, y.dtype), name)
+            out = _new(big.shape, dtype or promote(x.dtype, y.dtype), name)
             nisa.tensor_scalar(dst=out, data=big, op0=op, operand0=small, reverse0=rev)
             return out
         raise ConstraintError(

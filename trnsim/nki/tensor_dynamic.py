@@ -1,5 +1,6 @@
 """Runtime addressing of NkiTensor views: the methods that create and resolve a DynamicOffset
-(nki/dynamic_offset.py): dynamic select, vector_select, .ap(scalar_offset / vector_offset), .indirect.
+(nki/dynamic_offset.py): dynamic select, vector_select, .ap(scalar_offset / vector_offset),
+.indirect.
 
 A mixin of NkiTensor (trnsim.nki.tensor). Reading or writing a dynamic view gathers or
 scatters through the index values current when the instruction executes.

@@ -21,6 +21,7 @@ from trnsim.compat.neuronxcc.nki._index import IndexExpr, as_mask, input_space_m
 from trnsim.compat.neuronxcc.nki._nl_data import matmul_pending, no_pe_transpose
 from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
+from trnsim.dtype_promotion import promote
 from trnsim.errors import ConstraintError
 from trnsim.nki._isa_base import engine, nc_version, reduce_cmd
 from trnsim.semantics._ops import op_name
@@ -64,7 +65,7 @@ def _higher(*tiles: Any) -> dt.DType:
     ts = [t.dtype for t in tiles if isinstance(t, tensor)]
     out = ts[0]
     for d in ts[1:]:
-        out = dt.promote(out, d)
+        out = promote(out, d)
     return out
 
 

@@ -5,8 +5,8 @@ become tensor_tensor on stride-0 broadcast views of the NumPy-broadcast shape, a
 partition axis (a reduced (P, 1) tile combines with (P, F)). nl.* functions broadcast a (1, F)
 operand across partitions through a DMA copy (costly, as B1 documents); the tile operators
 (+, -, ...) do not (err_num_partition_mismatch). Result dtypes follow the B1 promotion table
-(trnsim.dtypes.promote / promote_scalar, nki-api.md §5A.3). Activation-table functions run on
-the Scalar Engine (`activation`); others are Vector-engine composites.
+(trnsim.dtype_promotion, nki-api.md §5A.3). Activation-table functions run on the Scalar Engine
+(`activation`); others are Vector-engine composites.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import IndexExpr, as_mask
 from trnsim.compat.neuronxcc.nki._state import here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
+from trnsim.dtype_promotion import promote, promote_scalar
 from trnsim.errors import ConstraintError
 
 SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
@@ -147,7 +148,7 @@ def binary(
         t, s, rev = (x, y, False) if xt else (y, x, True)
         if not isinstance(s, SCALARS):
             raise ConstraintError(f"{api}: operand {s!r} is neither a tile nor a number")
-        default = dt.bool_ if op in COMPARISONS else dt.promote_scalar(t.dtype, s)
+        default = dt.bool_ if op in COMPARISONS else promote_scalar(t.dtype, s)
         return _tensor_scalar(
             op, t, scalar_value(s), rev, out_dtype(dtype, dst_dtype or default), mask
         )
@@ -166,7 +167,7 @@ def binary(
         x = partition_broadcast(x, shape[0])
     if y.shape[0] != shape[0]:
         y = partition_broadcast(y, shape[0])
-    default = dt.bool_ if op in COMPARISONS else dt.promote(x.dtype, y.dtype)
+    default = dt.bool_ if op in COMPARISONS else promote(x.dtype, y.dtype)
     odt = out_dtype(dtype, dst_dtype or default)
     full = free_elems(shape)
     if full > 1 and free_elems(y.shape) == 1:
