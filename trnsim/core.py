@@ -186,12 +186,10 @@ class NeuronCore:
         """Any write to PSUM marks its fp32 words written: nc_matmul(accumulate=None) adds onto
         written words and overwrites the rest; a fresh PSUM allocation clears them
         (semantics/_tensor_rules.py)."""
-        from trnsim.semantics._tensor_rules import psum_words
-
         for k, v in tensors.items():
             ospec = spec.operands.get(k)
             if ospec is not None and ospec.access != "read" and v.buffer.space == "psum":
-                self.psum_accumulating[psum_words(v)] = True
+                self.psum_accumulating[rules.psum_words(v)] = True
 
     def _check(self, spec: Any, engine: str, operands: Mapping[str, Any],
                attrs: Mapping[str, Any]) -> tuple[tuple | None, dict | None]:
