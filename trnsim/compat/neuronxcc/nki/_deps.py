@@ -13,6 +13,11 @@ write over such an element is an output dependency, except accumulation over acc
 Buffer (so a tile re-allocated in every iteration starts clean), at the granularity of the
 first dtype that wrote it; accesses at another granularity are not tracked. Knows nothing
 about values.
+
+Most shadows never need their array: a tile written whole holds one stamp (`uniform`), and a
+multi-tile buffer written block by block (`t[k, ...] = load(...)`) holds one stamp per block
+(`pieces`, while the blocks' bounding boxes are disjoint). Checks and stamps are then scalar
+work; the array is filled in only when a write or read falls across blocks.
 """
 
 from __future__ import annotations
@@ -26,26 +31,39 @@ import numpy as np
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import LoopFrame
 from trnsim.errors import ConstraintError
-from trnsim.memory import View
-from trnsim.program import Instruction, SourceLocation
+from trnsim.memory import Buffer, Layout, View
+from trnsim.program import Instruction, Region, SourceLocation
+
+_Pieces = dict[Layout, tuple[Region, int, bool]]  # layout -> (bounding box, stamp, dense)
 
 
 class _Shadow:
-    """The stamps of one Buffer, at granularity `g` bytes. `uniform` is set while every element
-    holds that one stamp (a tile written whole, as loops mostly do): checks and stamps are then
-    scalar work, and `arr` is brought up to date only when a part is written."""
+    """The stamps of one Buffer, at granularity `g` bytes, in one of three forms:
 
-    __slots__ = ("_arr", "g", "shape", "size", "uniform")
+    - `uniform` is set: every element holds that one stamp (a tile written whole);
+    - `pieces` is set: elements of each piece's layout hold the piece's stamp, the pieces'
+      bounding boxes are pairwise disjoint, and every other element holds `base` (a piece
+      is `dense` when its layout covers its whole bounding box);
+    - neither: `arr` holds each element's stamp.
+    """
+
+    __slots__ = ("_arr", "base", "g", "pieces", "shape", "size", "uniform")
 
     def __init__(self, shape: tuple[int, ...], g: int) -> None:
         self.shape, self.size, self.g, self.uniform = shape, math.prod(shape), g, 0
-        self._arr: np.ndarray | None = None  # made when a part is first written
+        self.base = 0
+        self.pieces: _Pieces | None = None
+        self._arr: np.ndarray | None = None  # made when the stamps stop being summaries
 
     @property
     def arr(self) -> np.ndarray:
         if self._arr is None:
             self._arr = np.empty(self.shape, dtype=np.int32)
         return self._arr
+
+
+# Keep the uniform/pieces summaries (tests switch this off to get element-precise stamps).
+_SUMMARIES = True
 
 
 class Tracker:
@@ -69,29 +87,7 @@ class Tracker:
     def _stamps(self, sh: _Shadow, view: View) -> np.ndarray | None:
         """A strided int32 view of the stamps of the view's elements (None if untracked: a
         view not aligned to the shadow's granularity)."""
-        buf, lay = view.buffer, view.layout
-        arr, g = sh.arr, sh.g
-        s = lay.dtype.itemsize
-        if lay.size == 0:
-            return None
-        if buf.on_chip:
-            f = buf.elems_per_partition(lay.dtype)
-            p_off, f_off = divmod(lay.offset, f)
-            if (f_off * s) % g:
-                return None
-            anchor = arr[p_off, (f_off * s) // g :]
-            strides = []
-            for st in lay.strides:
-                ps, fs = (st // f, 0) if f and st and st % f == 0 else (0, st)
-                if (fs * s) % g:
-                    return None
-                strides.append(ps * arr.strides[0] + (fs * s // g) * arr.strides[1])
-        else:
-            if (lay.offset * s) % g or any((st * s) % g for st in lay.strides):
-                return None
-            anchor = arr[(lay.offset * s) // g :]
-            strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
-        return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
+        return _stamp_array(sh, view.buffer, view.layout)
 
     def _hit(
         self, frames: list[LoopFrame], view: View, accumulate_ok: bool
@@ -99,10 +95,15 @@ class Tracker:
         sh = self._shadow(view, create=False)
         if sh is None:
             return None
-        if sh.uniform is not None:
+        if sh.uniform is not None or sh.pieces is not None:
             if view.layout.size == 0 or not _aligned(sh, view):
                 return None
-            return _uniform_hit(frames, sh.uniform, accumulate_ok)
+            stamp = sh.uniform
+            if stamp is None:
+                stamp = _piece_stamp(sh.pieces, sh.base, view)
+            if stamp is not None:
+                return _uniform_hit(frames, stamp, accumulate_ok)
+            _materialize(sh, view.buffer)  # the view falls across pieces
         stamps = self._stamps(sh, view)
         return None if stamps is None else _earliest_hit(frames, stamps, accumulate_ok)
 
@@ -134,15 +135,105 @@ class Tracker:
             sh = self._shadow(view, create=True)
             if sh is None:
                 continue
-            if _whole(sh, view):
-                sh.uniform = value
+            if _SUMMARIES and _whole(sh, view):
+                sh.uniform, sh.pieces = value, None
                 continue
-            if sh.uniform is not None:
-                sh.arr.fill(sh.uniform)  # a part changes: the array becomes the truth
-                sh.uniform = None
+            if _SUMMARIES and _add_piece(sh, view, value):
+                continue
+            _materialize(sh, view.buffer)
             stamps = self._stamps(sh, view)
             if stamps is not None:
                 stamps[...] = value
+
+
+def _add_piece(sh: _Shadow, view: View, value: int) -> bool:
+    """Record a write of `value` over `view` as a piece, if the summary can hold it: the view
+    is one already recorded, or its bounding box is clear of every recorded piece."""
+    lay = view.layout
+    if lay.size == 0 or lay.dtype.itemsize != sh.g or not _aligned(sh, view):
+        return False
+    if sh.uniform is not None:
+        sh.base, sh.uniform, sh.pieces = sh.uniform, None, {}
+    pieces = sh.pieces
+    if pieces is None:
+        return False
+    hit = pieces.get(lay)
+    region = view.region()
+    if hit is None and any(region.overlaps(p[0]) for p in pieces.values()):
+        return False
+    pieces[lay] = (region, value, _dense(lay, region, sh.g))
+    return True
+
+
+def _dense(lay: Layout, region: Region, g: int) -> bool:
+    """The layout covers every granule of its bounding box (once each)."""
+    if any(n > 1 and st == 0 for n, st in zip(lay.shape, lay.strides, strict=True)):
+        return False
+    return lay.size == region.partitions * ((region.byte_end - region.byte_start) // g)
+
+
+def _piece_stamp(pieces: _Pieces, base: int, view: View) -> int | None:
+    """The one stamp every element of `view` holds under `pieces` (other elements: `base`),
+    or None if it falls across pieces (or over part of a strided one)."""
+    hit = pieces.get(view.layout)
+    if hit is not None:
+        return hit[1]
+    region = view.region()
+    over = [p for p in pieces.values() if region.overlaps(p[0])]
+    if not over:
+        return base
+    if len(over) == 1 and over[0][2] and _inside(region, over[0][0]):
+        return over[0][1]  # a part of one block written whole
+    return None
+
+
+def _inside(a: Region, b: Region) -> bool:
+    return (
+        b.partition_start <= a.partition_start
+        and a.partition_start + a.partitions <= b.partition_start + b.partitions
+        and b.byte_start <= a.byte_start
+        and a.byte_end <= b.byte_end
+    )
+
+
+def _materialize(sh: _Shadow, buf: Buffer) -> None:
+    """Write the summary out into `sh.arr`, which becomes the truth."""
+    if sh.uniform is not None:
+        sh.arr.fill(sh.uniform)
+        sh.uniform = None
+    elif sh.pieces is not None:
+        sh.arr.fill(sh.base)
+        for lay, (_, value, _) in sh.pieces.items():
+            stamps = _stamp_array(sh, buf, lay)
+            if stamps is not None:
+                stamps[...] = value
+        sh.pieces = None
+
+
+def _stamp_array(sh: _Shadow, buf: Buffer, lay: Layout) -> np.ndarray | None:
+    """A strided int32 view of `sh.arr` at the layout's elements (None if untracked)."""
+    arr, g = sh.arr, sh.g
+    s = lay.dtype.itemsize
+    if lay.size == 0:
+        return None
+    if buf.on_chip:
+        f = buf.elems_per_partition(lay.dtype)
+        p_off, f_off = divmod(lay.offset, f)
+        if (f_off * s) % g:
+            return None
+        anchor = arr[p_off, (f_off * s) // g :]
+        strides = []
+        for st in lay.strides:
+            ps, fs = (st // f, 0) if f and st and st % f == 0 else (0, st)
+            if (fs * s) % g:
+                return None
+            strides.append(ps * arr.strides[0] + (fs * s // g) * arr.strides[1])
+    else:
+        if (lay.offset * s) % g or any((st * s) % g for st in lay.strides):
+            return None
+        anchor = arr[(lay.offset * s) // g :]
+        strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
+    return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
 
 
 def _aligned(sh: _Shadow, view: View) -> bool:
