@@ -1,0 +1,124 @@
+"""Held-out check of the timing model: simulated latency of whole kernels against latencies
+published for real hardware (not part of the test suite; no parameter is fitted to these).
+
+    PYTHONPATH=. python benchmarks/heldout.py [--only NAME ...]
+
+The kernels are the project's own examples, written after the algorithm each publication
+describes (tile sizes, loop order, instruction choices); they are timed with values=False on
+the published chip and shape. The table prints simulated / published: above 1 the model is
+slower than the hardware was. See README "Held-out check" for what the differences come from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+import trnsim
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+_MM_TUTORIAL = (
+    "Neuron docs v2.20-2.23, NKI matrix multiplication tutorial, performance table "
+    "(nki.benchmark, p99 nc_latency, trn1.32xlarge, BF16); aws-neuron-sdk commit 4eba310, "
+    "general/nki/tutorials/matrix_multiplication.rst"
+)
+_SD_ATTENTION = (
+    "charleshong3.github.io/blog/autocomp_trainium_attention.html: the tutorial kernel before "
+    "optimisation, slowest nc_latency of 10 runs on trn1.2xlarge (third-party measurement)"
+)
+
+
+@dataclass
+class Case:
+    name: str
+    example: str  # file under examples/
+    kernel: str  # function in it
+    shapes: tuple[tuple[int, ...], ...]
+    dtype: np.dtype
+    published_ms: float
+    source: str
+    chip: str = "trn1"
+    kwargs: dict = field(default_factory=dict)
+    published_hfu: float | None = None  # percent, where published
+
+
+# The matmul tutorial: lhsT [K=8192, M=4096], rhs [K, N=8192], bf16.
+_MM = ((8192, 4096), (8192, 8192))
+CASES = [
+    Case("matmul tiled", "beta1/matmul_tutorial.py", "matmul_tiled", _MM, BF16, 51.80,
+         _MM_TUTORIAL, published_hfu=10.98),
+    Case("matmul hoisted loads", "beta1/matmul_tutorial.py", "matmul_hoisted", _MM, BF16,
+         42.96, _MM_TUTORIAL, published_hfu=13.24),
+    Case("matmul blocked free dims (2x2)", "beta1/matmul_tutorial.py", "matmul_blocked", _MM,
+         BF16, 22.07, _MM_TUTORIAL, kwargs=dict(tiles_m=2, tiles_n=2), published_hfu=26.51),
+    Case("matmul blocked M, N, K (16x2x8)", "beta1/matmul_tutorial.py", "matmul_optimized",
+         _MM, BF16, 6.97, _MM_TUTORIAL, kwargs=dict(tiles_m=16, tiles_n=2, tiles_k=8),
+         published_hfu=85.24),
+    Case("SD self-attention 4096x64", "beta1/sd_attention.py", "sd_attention",
+         ((4096, 64),) * 3, np.dtype(np.float32), 0.558, _SD_ATTENTION),
+]  # fmt: skip
+
+
+def _kernel(case: Case):
+    trnsim.install_nki_aliases()
+    path = os.path.join(ROOT, "examples", case.example)
+    name = "heldout_" + os.path.splitext(os.path.basename(path))[0]
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return getattr(module, case.kernel)
+
+
+def _busiest(prof) -> str:
+    core_rows = {row: ns for (_, row), ns in prof.engine_active_ns.items()}
+    row, ns = max(core_rows.items(), key=lambda kv: kv[1])
+    return f"{row} {100 * ns / prof.latency_ns:.0f}%"
+
+
+def run(case: Case) -> None:
+    args = [np.broadcast_to(np.zeros((), case.dtype), s) for s in case.shapes]
+    t0 = time.process_time()
+    prof = trnsim.profile(_kernel(case), *args, chip=case.chip, values=False, **case.kwargs)
+    cpu = time.process_time() - t0
+    sim_ms = prof.latency_ns / 1e6
+    hfu = f"{case.published_hfu:5.1f}" if case.published_hfu is not None else "    -"
+    print(
+        f"{case.name:34s} {case.chip:5s} {sim_ms:9.3f} {case.published_ms:9.3f} "
+        f"{sim_ms / case.published_ms:6.2f}  {prof.hfu:5.1f} {hfu} {prof.mbu:5.1f}  "
+        f"{_busiest(prof):20s} "
+        f"{len(prof.program):7d} {cpu:5.1f}",
+        flush=True,
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", help="run the cases whose name contains one of these")
+    opts = ap.parse_args()
+    cases = [c for c in CASES if not opts.only or any(s in c.name for s in opts.only)]
+    print(
+        f"{'kernel':34s} {'chip':5s} {'sim ms':>9s} {'pub ms':>9s} {'ratio':>6s}  "
+        f"{'HFU':>5s} {'pub':>5s} {'MBU':>5s}  {'busiest engine (sim)':20s} {'instr':>7s} "
+        f"{'cpu s':>5s}"
+    )
+    for case in cases:
+        run(case)
+    print("\nSources:")
+    for source in dict.fromkeys(c.source for c in cases):
+        print(f"- {source}")
+
+
+if __name__ == "__main__":
+    main()
