@@ -3,10 +3,11 @@ published for real hardware (not part of the test suite; no parameter is fitted 
 
     PYTHONPATH=. python benchmarks/heldout.py [--only NAME ...]
 
-The kernels are the project's own examples, written after the algorithm each publication
-describes (tile sizes, loop order, instruction choices); they are timed with values=False on
-the published chip and shape. The table prints simulated / published: above 1 the model is
-slower than the hardware was. See README "Held-out check" for what the differences come from.
+The kernels are the project's own (examples/ and benchmarks/heldout_kernels/), written after
+the algorithm each publication describes (tile sizes, loop order, instruction choices); they
+are timed with values=False on the published chip and shape. The table prints simulated /
+published: above 1 the model is slower than the hardware was. See README "Held-out check" for
+what the differences come from.
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ import trnsim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BF16 = np.dtype(ml_dtypes.bfloat16)
+F32 = np.dtype(np.float32)
 
 _MM_TUTORIAL = (
     "Neuron docs v2.20-2.23, NKI matrix multiplication tutorial, performance table "
     "(nki.benchmark, p99 nc_latency, trn1.32xlarge, BF16); aws-neuron-sdk commit 4eba310, "
     "general/nki/tutorials/matrix_multiplication.rst"
+)
+_NKIBENCH = (
+    "NKIBench baseline kernels (github.com/zhang677/AccelOpt at 2dbeab4, "
+    "experiments/full_complete_local/profile_results.csv: mean neuron-profile total_time of "
+    "10 runs, trn1.32xlarge, one NeuronCore, fp32)"
 )
 _SD_ATTENTION = (
     "charleshong3.github.io/blog/autocomp_trainium_attention.html: the tutorial kernel before "
@@ -40,7 +47,7 @@ _SD_ATTENTION = (
 @dataclass
 class Case:
     name: str
-    example: str  # file under examples/
+    path: str  # the kernel's file, from the repository root
     kernel: str  # function in it
     shapes: tuple[tuple[int, ...], ...]
     dtype: np.dtype
@@ -52,25 +59,34 @@ class Case:
 
 
 # The matmul tutorial: lhsT [K=8192, M=4096], rhs [K, N=8192], bf16.
+_MM_FILE = "examples/beta1/matmul_tutorial.py"
 _MM = ((8192, 4096), (8192, 8192))
 CASES = [
-    Case("matmul tiled", "beta1/matmul_tutorial.py", "matmul_tiled", _MM, BF16, 51.80,
+    Case("matmul tiled", _MM_FILE, "matmul_tiled", _MM, BF16, 51.80,
          _MM_TUTORIAL, published_hfu=10.98),
-    Case("matmul hoisted loads", "beta1/matmul_tutorial.py", "matmul_hoisted", _MM, BF16,
+    Case("matmul hoisted loads", _MM_FILE, "matmul_hoisted", _MM, BF16,
          42.96, _MM_TUTORIAL, published_hfu=13.24),
-    Case("matmul blocked free dims (2x2)", "beta1/matmul_tutorial.py", "matmul_blocked", _MM,
+    Case("matmul blocked free dims (2x2)", _MM_FILE, "matmul_blocked", _MM,
          BF16, 22.07, _MM_TUTORIAL, kwargs=dict(tiles_m=2, tiles_n=2), published_hfu=26.51),
-    Case("matmul blocked M, N, K (16x2x8)", "beta1/matmul_tutorial.py", "matmul_optimized",
+    Case("matmul blocked M, N, K (16x2x8)", _MM_FILE, "matmul_optimized",
          _MM, BF16, 6.97, _MM_TUTORIAL, kwargs=dict(tiles_m=16, tiles_n=2, tiles_k=8),
          published_hfu=85.24),
-    Case("SD self-attention 4096x64", "beta1/sd_attention.py", "sd_attention",
-         ((4096, 64),) * 3, np.dtype(np.float32), 0.558, _SD_ATTENTION),
+    Case("SD self-attention 4096x64", "examples/beta1/sd_attention.py", "sd_attention",
+         ((4096, 64),) * 3, F32, 0.558, _SD_ATTENTION),
+    Case("NKIBench rmsnorm_matmul", "benchmarks/heldout_kernels/nkibench_rmsnorm_matmul.py",
+         "rmsnorm_matmul", ((32, 128, 1024), (8, 128, 2048)), F32, 1.056, _NKIBENCH),
+    Case("NKIBench rope", "benchmarks/heldout_kernels/nkibench_rope.py", "rope",
+         ((128, 262144), (64, 262144), (64, 262144)), F32, 4.333, _NKIBENCH),
+    Case("NKIBench silu", "benchmarks/heldout_kernels/nkibench_silu.py", "silu",
+         ((128, 32, 7168),), F32, 1.333, _NKIBENCH),
+    Case("NKIBench adamw", "benchmarks/heldout_kernels/nkibench_adamw.py", "adamw",
+         ((10944, 2048),) * 4, F32, 2.000, _NKIBENCH),
 ]  # fmt: skip
 
 
 def _kernel(case: Case):
     trnsim.install_nki_aliases()
-    path = os.path.join(ROOT, "examples", case.example)
+    path = os.path.join(ROOT, case.path)
     name = "heldout_" + os.path.splitext(os.path.basename(path))[0]
     module = sys.modules.get(name)
     if module is None:
