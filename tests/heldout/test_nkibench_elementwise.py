@@ -4,26 +4,15 @@ inputs) issues the same program and gives the same latency as a run with values.
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 import trnsim
 
-_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "heldout_kernels"
+from .kernel_files import load
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"heldout_{name}", _DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-silu_mod = _load("nkibench_silu")
-adamw_mod = _load("nkibench_adamw")
+silu_mod = load("nkibench_silu")
+adamw_mod = load("nkibench_adamw")
 
 
 def _silu_input(rng: np.random.Generator) -> np.ndarray:

@@ -5,27 +5,18 @@ with values."""
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
 import trnsim
 
-_DIR = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "heldout_kernels"
+from .kernel_files import load
+
 _EPS32 = float(np.finfo(np.float32).eps)
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"heldout_{name}", _DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rmm_mod = _load("nkibench_rmsnorm_matmul")
-rope_mod = _load("nkibench_rope")
+rmm_mod = load("nkibench_rmsnorm_matmul")
+rope_mod = load("nkibench_rope")
 
 
 def _rmm_inputs(rng: np.random.Generator, k: int = 1024) -> tuple[np.ndarray, np.ndarray]:
