@@ -149,6 +149,42 @@ def test_cli_profile_view_diff_on_a_two_kernel_script(tmp_path):
     assert d.stdout.count("total_time_us") == 2
 
 
+_LOOP_SCRIPT = """
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+
+
+def loop_kernel(x):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    for k in nl.affine_range(x.shape[0] // 128):
+        t = nl.ndarray((128, x.shape[1]), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[k * 128:(k + 1) * 128, :])
+        nisa.activation(dst=t, op=nl.exp, data=t)
+        nisa.dma_copy(dst=out[k * 128:(k + 1) * 128, :], src=t)
+    return out
+
+
+nki.simulate(loop_kernel)(np.zeros((512, 256), np.float32))
+"""
+
+
+def test_cli_profile_as_written_times_program_order(tmp_path):
+    """`--as-written` (here after the script) times program order: the loop's loads then wait
+    behind the previous stores, which the default compiler order moves them ahead of."""
+    (tmp_path / "loop.py").write_text(_LOOP_SCRIPT)
+    total = {}
+    for name, extra in (("default", []), ("written", ["--as-written"])):
+        r = _trnsim("profile", "loop.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
+                    cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / f"{name}.json.summary.json") as f:
+            (launch,) = json.load(f)["launches"]
+        total[name] = launch["total_time_us"]
+    assert total["default"] < total["written"]
+
+
 @pytest.mark.skipif(not (shutil.which("trace_processor_shell")
                          or os.environ.get("TRNSIM_TRACE_PROCESSOR")),
                     reason="no Perfetto trace-processor binary on this machine (it cannot be "

@@ -48,6 +48,8 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chip", default=None, help="trn1, trn2 or trn3 (default: trn3)")
     p.add_argument("--dma-rows", choices=["queue", "engine"], default="queue",
                    help="one DMA row per queue (default) or per DMA engine")
+    p.add_argument("--as-written", action="store_true",
+                   help="time instructions in program order, not in the compiler's order")
 
 
 def _split_trailing_options(args: argparse.Namespace) -> None:
@@ -62,7 +64,9 @@ def _split_trailing_options(args: argparse.Namespace) -> None:
             script_args += rest
             break
         key, _, val = tok.partition("=")
-        if key in names:
+        if tok == "--as-written":
+            args.as_written = True
+        elif key in names:
             if not val:
                 if not rest:
                     raise SystemExit(f"trnsim profile: {key} needs a value")
@@ -95,7 +99,10 @@ def _profile(args: argparse.Namespace) -> int:
     if not runs:
         print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
         return 1
-    profiles = [(r.kernel_name, time_program(r.program, r.chip)) for r in runs]
+    profiles = [
+        (r.kernel_name, time_program(r.program, r.chip, reorder=not args.as_written))
+        for r in runs
+    ]
     trace = report.concatenate(profiles, args.dma_rows)
     trace.save(args.output)
     summaries = [report.summary(p, name) for name, p in profiles]

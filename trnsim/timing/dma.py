@@ -95,6 +95,14 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     )
 
 
+def isolated_ticks(plan: DmaPlan, chip: ChipSpec, ticks_per_ns: float) -> int:
+    """Ticks a transfer takes on idle DMA engines and HBM: its slowest chunk's descriptor
+    overheads plus streaming at the engine rate (trigger costs not included)."""
+    rate = chip.dma.engine_bytes_per_ns * plan.efficiency / ticks_per_ns
+    desc = chip.dma.descriptor_overhead_ns * ticks_per_ns
+    return max((math.ceil(d * desc) + math.ceil(b / rate) for d, b in plan.chunks), default=0)
+
+
 class ChunkRecord(NamedTuple):
     """A finished chunk: one transfer's packet on one DMA engine, in ticks."""
 

@@ -25,7 +25,8 @@ from trnsim.timing.metrics import (
     union_length,
     usage_samples,
 )
-from trnsim.timing.scheduler import Scheduler, Timeline
+from trnsim.timing.reorder import schedule
+from trnsim.timing.scheduler import Timeline
 
 # Timeline rows of one core, top to bottom as in the profiler (trainium-hw.md D.1).
 ROWS = ("sync", "tensor", "tensor_matrix", "vector", "scalar", "gpsimd")
@@ -364,19 +365,31 @@ class Profile:
 
 
 def time_program(
-    program: list[Instruction], chip: ChipSpec, outputs: Any = None, values: bool = True
+    program: list[Instruction],
+    chip: ChipSpec,
+    outputs: Any = None,
+    values: bool = True,
+    reorder: bool = True,
 ) -> Profile:
-    """Schedule a program record on `chip` and wrap it as a Profile."""
-    return Profile(program, Scheduler(chip).run(program), chip, outputs, values)
+    """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
+    compiler's order, see timing/reorder.py; False: as written)."""
+    return Profile(program, schedule(program, chip, reorder), chip, outputs, values)
 
 
 def profile(
-    kernel: Any, *args: Any, chip: Any = "trn2", values: bool = True, lnc: int = 1, **kwargs: Any
+    kernel: Any,
+    *args: Any,
+    chip: Any = "trn2",
+    values: bool = True,
+    lnc: int = 1,
+    reorder: bool = True,
+    **kwargs: Any,
 ) -> Profile:
     """Run `kernel(*args, **kwargs)` on the simulated `chip` and time it.
 
     values=False skips all numerics (timing only: the program record and timeline are the same,
     outputs are None), so kernels over any amount of simulated HBM can be timed.
+    reorder=False times the instructions in program order instead of the compiler's order.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
     from trnsim.nki.jit import _as_kernel
@@ -386,6 +399,6 @@ def profile(
     if lnc > 1 and k.generation == "ga" and not k.grid:
         k = k[lnc]
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values)
-    prof = time_program(run.program, run.chip, run.outputs if values else None, values)
+    prof = time_program(run.program, run.chip, run.outputs if values else None, values, reorder)
     prof.kernel_name = run.kernel_name
     return prof

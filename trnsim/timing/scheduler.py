@@ -24,7 +24,7 @@ from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.timing.costs import Cost, CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
-from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem
+from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, isolated_ticks
 from trnsim.timing.pe_array import PEArray
 from trnsim.timing.ports import Ports
 from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TENSOR, Statics
@@ -125,8 +125,20 @@ class Scheduler:
         self.statics = Statics(chip, self.period, self.costs, self.ports)
 
     # ------------------------------------------------------------ preparation
-    def _prepare(self, program: list[Instruction]) -> Timeline:
-        """Costs, DMA plans, dependencies and queues, in one pass in program order."""
+    def _prepare(
+        self,
+        program: list[Instruction],
+        order: dict[tuple[int, str], list[int]] | None = None,
+        deps: list[list[tuple[int, str, str]]] | None = None,
+        full_deps: bool = False,
+    ) -> Timeline:
+        """Costs, DMA plans, dependencies and queues, in one pass in program order.
+
+        `order` gives each queue's instructions in the order to issue them (default: program
+        order); `deps` reuses the waits of an earlier run. `full_deps` also records, in
+        `self.order_deps`, the WAR and WAW pairs within one queue that issue in program order
+        implies (not waits: an engine's reads and writes land in issue order, but a new order
+        must keep them)."""
         n = len(program)
         tl = Timeline(
             self.ticks_per_ns,
@@ -139,12 +151,16 @@ class Scheduler:
             [(0, "")] * n,
             [None] * n,
         )
+        if deps is not None:
+            tl.deps = deps
         self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
         # ticks, 0).
         self._ticks = ticks = [(0, 0)] * n
         self._port_keys: list[tuple | None] = [None] * n
         access = DependencyTracker().access
+        self.order_deps: list[list[tuple[int, str, str]]] = []
+        order_deps = self.order_deps
         record, qids, queues = self.costs.record, self._qid, self._queues
         tl_deps, tl_queue, tl_dma, tl_costs = tl.deps, tl.queue, tl.dma, tl.costs
         static = int(self.chip.timing["vector_static_overhead_cycles"]) * self.period["vector"]
@@ -173,21 +189,54 @@ class Scheduler:
                 qid = qids[key] = len(queues)
                 queues.append(_Queue(key))
             q = queues[qid]
-            # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
-            # of order).
-            dq = -1 - i if kind == DMA else qid
-            deps = tl_deps[i] = access(i, core, dq, ins.reads, ins.writes)
-            if ins.deps:
-                deps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
-            if kind == COMPUTE and key[1] == "vector":
+            if deps is None:
+                # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete
+                # out of order), and so is every instruction when the order may change.
+                dq = -1 - i if kind == DMA or full_deps else qid
+                ideps = access(i, core, dq, ins.reads, ins.writes)
+                if ins.deps:
+                    ideps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
+                if full_deps:
+                    order_deps.append(ideps)
+                    if kind != DMA:  # (DMAs complete out of order: they keep every wait)
+                        ideps = [
+                            d
+                            for d in ideps
+                            if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA
+                        ]
+                tl_deps[i] = ideps
+            else:
+                ideps = deps[i]
+            if order is None and kind == COMPUTE and key[1] == "vector":
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF).
                 prev = q.items[-1] if q.items else -1
-                if cost.tiny or _flows_from(deps, prev):
+                if cost.tiny or _flows_from(ideps, prev):
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
+        if order is not None:
+            for q in queues:
+                q.items = order[q.key]
+                if q.engine == "vector":
+                    self._vector_overhead(q, tl, static)
         return tl
+
+    def _vector_overhead(self, q: _Queue, tl: Timeline, static: int) -> None:
+        """VectorE's static overhead on tiny or back-to-back dependent instructions, for the
+        queue's issue order."""
+        kinds, ticks, costs = self._kind, self._ticks, tl.costs
+        prev = -1
+        for i in q.items:
+            cost = costs[i]
+            if (
+                kinds[i] == COMPUTE
+                and cost is not None
+                and (cost.tiny or _flows_from(tl.deps[i], prev))
+            ):
+                ii, lat = ticks[i]
+                ticks[i] = (ii + static, lat + static)
+            prev = i
 
     def _add_barrier(self, i: int, core: int) -> None:
         """File barrier i as its core's k-th: the k-th barriers of all cores wait for each other."""
@@ -198,19 +247,59 @@ class Scheduler:
         self._group[i] = group
 
     # ------------------------------------------------------------ main loop
-    def run(self, program: list[Instruction]) -> Timeline:
-        """Time `program`; the cyclic garbage collector pauses meanwhile (the scheduler makes
-        no garbage cycles, and scanning a large program record's objects costs ~30 %)."""
+    def run(
+        self,
+        program: list[Instruction],
+        order: dict[tuple[int, str], list[int]] | None = None,
+        deps: list[list[tuple[int, str, str]]] | None = None,
+        full_deps: bool = False,
+    ) -> Timeline:
+        """Time `program` (in `order` per queue if given; see _prepare); the cyclic garbage
+        collector pauses meanwhile (the scheduler makes no garbage cycles, and scanning a
+        large program record's objects costs ~30 %)."""
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._run(program)
+            return self._run(program, order, deps, full_deps)
         finally:
             if was_enabled:
                 gc.enable()
 
-    def _run(self, program: list[Instruction]) -> Timeline:
-        tl = self._prepare(program)
+    def asap_ticks(self, program: list[Instruction]) -> list[int]:
+        """Each instruction's earliest start if no engine were ever busy: the latest of its
+        producers' ASAP starts plus their cost-model durations (compute: latency; Tensor:
+        LoadStationary issue plus MultiplyMoving latency; DMA: trigger, trigger latency and
+        the transfer on idle engines), plus the semaphore latency; 0 with no producer.
+        Prepares the program with full_deps: `self.prepared` then holds its waits and
+        queues, `self.order_deps` the ordering pairs."""
+        self.prepared = tl = self._prepare(program, full_deps=True)
+        kinds, ticks, sem = self._kind, self._ticks, self.sem
+        dur: list[int] = []
+        isolated: dict[int, int] = {}
+        for i, kind in enumerate(kinds):
+            t = ticks[i]
+            if kind == DMA:
+                plan = tl.dma[i][0]
+                d = isolated.get(id(plan))
+                if d is None:
+                    d = isolated[id(plan)] = isolated_ticks(plan, self.chip, self.ticks_per_ns)
+                dur.append(t[0] + self._trigger_latency + d)
+            elif kind == TENSOR:
+                dur.append(t[2] + t[1])
+            else:
+                dur.append(t[1])
+        out: list[int] = []
+        for deps in tl.deps:
+            r = 0
+            for j, _, _ in deps:
+                t = out[j] + dur[j] + sem
+                if t > r:
+                    r = t
+            out.append(r)
+        return out
+
+    def _run(self, program, order, deps, full_deps) -> Timeline:
+        tl = self._prepare(program, order, deps, full_deps)
         n = len(program)
         cores = sorted({q.key[0] for q in self._queues})
         queues: dict[int, set[str]] = {}

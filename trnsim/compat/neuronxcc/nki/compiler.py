@@ -4,8 +4,9 @@
 num_free_tiles=())`, `ncc.sbuf.auto_alloc()` and the `ncc.psum` equivalents are buffers for
 nl.ndarray (see _buffers for how their addresses are honoured). The decorators
 (skip_middle_end_transformations, enable_stack_allocator, force_auto_alloc) steer compiler
-passes that do not exist here: they return the kernel unchanged. allocation_scope,
-multi_buffer and no_reorder are accepted as no-op context managers / decorators.
+passes that do not exist here: they return the kernel unchanged. allocation_scope and
+multi_buffer are accepted as no-op context managers / decorators; no_reorder keeps its block in
+program order in the timing model.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from trnsim.compat.neuronxcc.nki._buffers import psum_allocators as psum
 from trnsim.compat.neuronxcc.nki._buffers import sbuf_allocators as sbuf
+from trnsim.compat.neuronxcc.nki._state import context
 
 
 def _passthrough(name: str) -> Callable[..., Any]:
@@ -58,8 +60,20 @@ def multi_buffer(factor: int = 2) -> _Scope:
 
 @contextlib.contextmanager
 def no_reorder() -> Iterator[None]:
-    """Keep the instructions of the block in order (they always are in the simulator)."""
-    yield
+    """Keep the instructions of the block in program order: they carry a ("no_reorder") loop
+    marker that the timing model's compiler order honours (values are computed in order
+    anyway)."""
+    ctx, st = context("ncc.no_reorder")
+    st.flush()
+    loop_id = ctx.next_loop_id
+    ctx.next_loop_id += 1
+    depth = len(ctx.loops)
+    ctx.loops.append((loop_id, "no_reorder", 0))
+    try:
+        yield
+        st.flush()
+    finally:
+        del ctx.loops[depth:]
 
 
 __all__ = [

@@ -1,0 +1,96 @@
+"""The compiler's instruction order: each engine's queue sorted by when its data is ready.
+
+Hardware sequencers issue their instruction streams in order (trainium-hw.md B.1), but the
+order is the compiler's, not the kernel's text: NKI documents that the compiler reorders
+instructions unless `nl.no_reorder()` forbids it inside a block (B2/GA), and that the
+iterations of a Beta-1 `affine_range` may be reordered or overlapped; it does not document
+how. The model of that compiler is a static list scheduler with the textbook priority: each
+instruction's ASAP time (when its data would be ready if no engine were ever busy, from the
+cost model's durations: Scheduler.asap_ticks), each queue sorted by it, ties in program order.
+The program is then timed once, in that order, by the in-order scheduler.
+
+What the order keeps:
+- every dependency: an instruction sorts after each producer it waits for (sort keys are
+  raised along dependency edges, ties go to program order), which also makes the new order
+  free of deadlocks (every wait and every queue position points the same way in one total
+  order);
+- the order inside a `no_reorder` block (keys never decrease along the block);
+- control instructions (registers, device-loop branches, barriers, sendrecv: the `control`
+  family of the ISA) as fences: nothing on the same core moves across one.
+Data dependencies must then be complete, not reduced by in-order issue (DependencyTracker
+with one queue per instruction).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from trnsim.chipspec import ChipSpec
+from trnsim.program import Instruction
+from trnsim.spec import instruction_specs
+from trnsim.timing.scheduler import Scheduler, Timeline
+
+
+def _is_fence(opcode: str, cache: dict[str, bool]) -> bool:
+    got = cache.get(opcode)
+    if got is None:
+        spec = instruction_specs().get(opcode)
+        got = cache[opcode] = spec is not None and spec.family == "control"
+    return got
+
+
+def compiler_order(
+    program: list[Instruction],
+    deps: list[list[tuple[int, str, str]]],
+    ready: list[int],
+    queue_of: list[tuple[int, str]],
+) -> dict[tuple[int, str], list[int]]:
+    """Each queue's instructions in the compiler's order, by `ready` (each instruction's
+    data-ready tick with no engine ever busy, see Scheduler.asap_ticks)."""
+    n = len(program)
+    key = [0] * n
+    segment = [0] * n
+    fences: dict[int, int] = {}  # core -> fences so far
+    last_in_block: dict[int, int] = {}  # no_reorder block -> last key
+    fence_cache: dict[str, bool] = {}
+    for ins in program:
+        i = ins.index
+        k = ready[i]
+        for j, _, _ in deps[i]:
+            if key[j] > k:
+                k = key[j]
+        for loop_id, kind, _ in ins.loops:
+            if kind == "no_reorder":
+                prev = last_in_block.get(loop_id, k)
+                if prev > k:
+                    k = prev
+                last_in_block[loop_id] = k
+        key[i] = k
+        f = fences.get(ins.core, 0)
+        if _is_fence(ins.opcode, fence_cache):
+            segment[i] = 2 * f + 1  # after everything before it, before everything after
+            fences[ins.core] = f + 1
+        else:
+            segment[i] = 2 * f
+    queues: dict[tuple[int, str], list[int]] = {}
+    for i in range(n):
+        queues.setdefault(queue_of[i], []).append(i)
+    for items in queues.values():
+        items.sort(key=lambda i: (segment[i], key[i], i))
+    return queues
+
+
+def schedule(program: list[Instruction], chip: ChipSpec, reorder: bool = True) -> Timeline:
+    """Time `program` on `chip`: as written (reorder=False), or in the compiler's order."""
+    if reorder:
+        planner = Scheduler(chip)
+        asap = planner.asap_ticks(program)
+        prepared = planner.prepared
+        order = compiler_order(program, planner.order_deps, asap, prepared.queue)
+        if not _as_written(order):
+            return Scheduler(chip).run(program, order=order, deps=prepared.deps)
+    return Scheduler(chip).run(program)
+
+
+def _as_written(order: dict[tuple[int, str], list[int]]) -> bool:
+    return all(all(a < b for a, b in itertools.pairwise(items)) for items in order.values())
