@@ -23,8 +23,6 @@ with one queue per instruction).
 
 from __future__ import annotations
 
-import itertools
-
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.spec import instruction_specs
@@ -82,15 +80,9 @@ def compiler_order(
 
 def schedule(program: list[Instruction], chip: ChipSpec, reorder: bool = True) -> Timeline:
     """Time `program` on `chip`: as written (reorder=False), or in the compiler's order."""
-    if reorder:
-        planner = Scheduler(chip)
-        asap = planner.asap_ticks(program)
-        prepared = planner.prepared
-        order = compiler_order(program, planner.order_deps, asap, prepared.queue)
-        if not _as_written(order):
-            return Scheduler(chip).run(program, order=order, deps=prepared.deps)
-    return Scheduler(chip).run(program)
-
-
-def _as_written(order: dict[tuple[int, str], list[int]]) -> bool:
-    return all(all(a < b for a, b in itertools.pairwise(items)) for items in order.values())
+    if not reorder:
+        return Scheduler(chip).run(program)
+    planner = Scheduler(chip)
+    asap = planner.asap_ticks(program)
+    planner.reorder(compiler_order(program, planner.order_deps, asap, planner.prepared.queue))
+    return planner.run_prepared(program)

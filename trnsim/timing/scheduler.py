@@ -153,6 +153,7 @@ class Scheduler:
         )
         if deps is not None:
             tl.deps = deps
+        self.prepared = tl
         self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
         # ticks, 0).
@@ -207,7 +208,7 @@ class Scheduler:
                 tl_deps[i] = ideps
             else:
                 ideps = deps[i]
-            if order is None and kind == COMPUTE and key[1] == "vector":
+            if order is None and not full_deps and kind == COMPUTE and key[1] == "vector":
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF).
                 prev = q.items[-1] if q.items else -1
@@ -215,12 +216,23 @@ class Scheduler:
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
-        if order is not None:
-            for q in queues:
-                q.items = order[q.key]
-                if q.engine == "vector":
-                    self._vector_overhead(q, tl, static)
+        if order is not None or full_deps:
+            self._base_ticks = list(ticks)  # before VectorE's overhead, which depends on order
+            self._static = static
+            self.reorder(order or {})
         return tl
+
+    def reorder(self, order: dict[tuple[int, str], list[int]]) -> None:
+        """After _prepare: issue each queue named in `order` in that order (the rest keep
+        theirs), with VectorE's static overhead worked out again for the new neighbours."""
+        ticks, base = self._ticks, self._base_ticks
+        for q in self._queues:
+            if q.key in order:
+                q.items = order[q.key]
+            if q.engine == "vector":
+                for i in q.items:
+                    ticks[i] = base[i]
+                self._vector_overhead(q, self.prepared, self._static)
 
     def _vector_overhead(self, q: _Queue, tl: Timeline, static: int) -> None:
         """VectorE's static overhead on tiny or back-to-back dependent instructions, for the
@@ -272,7 +284,7 @@ class Scheduler:
         the transfer on idle engines), plus the semaphore latency; 0 with no producer.
         Prepares the program with full_deps: `self.prepared` then holds its waits and
         queues, `self.order_deps` the ordering pairs."""
-        self.prepared = tl = self._prepare(program, full_deps=True)
+        tl = self._prepare(program, full_deps=True)
         kinds, ticks, sem = self._kind, self._ticks, self.sem
         dur: list[int] = []
         isolated: dict[int, int] = {}
@@ -299,7 +311,19 @@ class Scheduler:
         return out
 
     def _run(self, program, order, deps, full_deps) -> Timeline:
-        tl = self._prepare(program, order, deps, full_deps)
+        return self._execute(program, self._prepare(program, order, deps, full_deps))
+
+    def run_prepared(self, program: list[Instruction]) -> Timeline:
+        """Time `program` as prepared (asap_ticks) and ordered (reorder); GC paused as in run."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._execute(program, self.prepared)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _execute(self, program: list[Instruction], tl: Timeline) -> Timeline:
         n = len(program)
         cores = sorted({q.key[0] for q in self._queues})
         queues: dict[int, set[str]] = {}
