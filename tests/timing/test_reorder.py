@@ -9,7 +9,7 @@ import pytest
 
 import trnsim
 from trnsim.timing.deps import ANTI
-from trnsim.timing.reorder import compiler_order, schedule
+from trnsim.timing.reorder import asap_ticks, compiler_order, schedule
 from trnsim.timing.scheduler import Scheduler
 
 from .builders import ProgramBuilder, tile
@@ -95,8 +95,8 @@ def _random_program(seed: int) -> ProgramBuilder:
 def test_every_dependency_holds_in_the_compiler_order(tiny_chip, seed):
     program = _random_program(seed).program
     first = Scheduler(tiny_chip)
-    asap = first.asap_ticks(program)
-    order = compiler_order(program, first.order_deps, asap, first.prepared.queue)
+    first.prepare(program, full_deps=True)
+    order = compiler_order(program, first.order_deps, asap_ticks(first), first.prepared.queue)
     position = {i: (q, p) for q, items in order.items() for p, i in enumerate(items)}
     sched = Scheduler(tiny_chip)
     tl = sched.run(program, order=order, deps=first.prepared.deps)  # raises if stuck

@@ -6,7 +6,7 @@ instructions unless `nl.no_reorder()` forbids it inside a block (B2/GA), and tha
 iterations of a Beta-1 `affine_range` may be reordered or overlapped; it does not document
 how. The model of that compiler is a static list scheduler with the textbook priority: each
 instruction's ASAP time (when its data would be ready if no engine were ever busy, from the
-cost model's durations: Scheduler.asap_ticks), each queue sorted by it, ties in program order.
+cost model's durations: asap_ticks), each queue sorted by it, ties in program order.
 The program is then timed once, in that order, by the in-order scheduler.
 
 What the order keeps:
@@ -26,7 +26,10 @@ from __future__ import annotations
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.spec import instruction_specs
-from trnsim.timing.scheduler import Scheduler, Timeline
+from trnsim.timing.dma import isolated_ticks
+from trnsim.timing.scheduler import Scheduler
+from trnsim.timing.statics import DMA, TENSOR
+from trnsim.timing.timeline import Timeline
 
 
 def _is_fence(opcode: str, cache: dict[str, bool]) -> bool:
@@ -44,7 +47,7 @@ def compiler_order(
     queue_of: list[tuple[int, str]],
 ) -> dict[tuple[int, str], list[int]]:
     """Each queue's instructions in the compiler's order, by `ready` (each instruction's
-    data-ready tick with no engine ever busy, see Scheduler.asap_ticks)."""
+    data-ready tick with no engine ever busy, see asap_ticks)."""
     n = len(program)
     key = [0] * n
     segment = [0] * n
@@ -83,6 +86,38 @@ def schedule(program: list[Instruction], chip: ChipSpec, reorder: bool = True) -
     if not reorder:
         return Scheduler(chip).run(program)
     planner = Scheduler(chip)
-    asap = planner.asap_ticks(program)
+    planner.prepare(program, full_deps=True)
+    asap = asap_ticks(planner)
     planner.reorder(compiler_order(program, planner.order_deps, asap, planner.prepared.queue))
     return planner.run_prepared(program)
+
+
+def asap_ticks(sched: Scheduler) -> list[int]:
+    """Each prepared instruction's earliest start if no engine were ever busy: the latest of
+    its producers' ASAP starts plus their cost-model durations (compute: latency; Tensor:
+    LoadStationary issue plus MultiplyMoving latency; DMA: trigger, trigger latency and the
+    transfer on idle engines), plus the semaphore latency; 0 with no producer."""
+    tl, chip = sched.prepared, sched.chip
+    dur: list[int] = []
+    isolated: dict[int, int] = {}
+    for i, (kind, t) in enumerate(zip(sched.kinds, sched.ticks, strict=True)):
+        if kind == DMA:
+            plan = tl.dma[i][0]
+            d = isolated.get(id(plan))
+            if d is None:
+                d = isolated[id(plan)] = isolated_ticks(plan, chip, sched.ticks_per_ns)
+            dur.append(t[0] + sched.trigger_latency + d)
+        elif kind == TENSOR:
+            dur.append(t[2] + t[1])
+        else:
+            dur.append(t[1])
+    sem = sched.sem
+    out: list[int] = []
+    for deps in tl.deps:
+        r = 0
+        for j, _, _ in deps:
+            t = out[j] + dur[j] + sem
+            if t > r:
+                r = t
+        out.append(r)
+    return out

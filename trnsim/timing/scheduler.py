@@ -14,90 +14,25 @@ base clock (the least common multiple of the engine clocks), so costs stay integ
 
 from __future__ import annotations
 
-import functools
 import gc
-import math
 from collections import deque
-from dataclasses import dataclass, field
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
-from trnsim.timing.costs import Cost, CostTable
+from trnsim.timing.barriers import BarrierMixin
+from trnsim.timing.costs import CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
-from trnsim.timing.dma import ChunkRecord, DmaPlan, DmaSystem, isolated_ticks
-from trnsim.timing.pe_array import PEArray
+from trnsim.timing.dma import DmaSystem
 from trnsim.timing.ports import Ports
 from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TENSOR, Statics
 from trnsim.timing.throttle import Throttle
+from trnsim.timing.timeline import EngineQueue, Timeline, base_clock_mhz
 
 _LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 _NOT_READY = (-1, -1)
 _NOT_READY3 = (-1, -1, -1)
-_MAX_BASE_MHZ = 100_000
 
-
-def base_clock_mhz(chip: ChipSpec) -> int:
-    """The tick frequency: the least common multiple of the engine clocks, in MHz."""
-    base = 1
-    for e in chip.engines.values():
-        base = math.lcm(base, max(1, round(e.clock_ghz * 1000)))
-    return min(base, _MAX_BASE_MHZ)
-
-
-@dataclass
-class Timeline:
-    """Raw schedule in ticks, indexed by instruction (Profile converts to ns).
-
-    start/end: issue and completion (DMA: trigger issue and last byte landed); issue_end: when
-    the queue could issue again; wait: ticks stalled on semaphores, blocker: the producer waited
-    on last (-1 if none). Tensor instructions also have ls (LoadStationary start, end).
-    """
-
-    ticks_per_ns: float
-    start: list[int]
-    end: list[int]
-    issue_end: list[int]
-    wait: list[int]
-    blocker: list[int]
-    deps: list[list[tuple[int, str, str]]]  # (producer, kind, operand): see deps.Dep
-    queue: list[tuple[int, str]]
-    costs: list[Cost | None]
-    ls: dict[int, tuple[int, int]] = field(default_factory=dict)
-    dma: dict[int, tuple[DmaPlan, int, int]] = field(default_factory=dict)  # plan, trig end, ready
-    chunk_rows: list[tuple] = field(default_factory=list)  # ChunkRecord fields + count
-    pending_samples: list[tuple[int, int]] = field(default_factory=list)
-    throttle: dict[int, Throttle] = field(default_factory=dict)
-
-    @functools.cached_property
-    def chunks(self) -> list[ChunkRecord]:
-        """DMA chunks, one per engine, in the order they were scheduled."""
-        out = []
-        for *r, count in self.chunk_rows:
-            if count == 1:
-                out.append(ChunkRecord(*r))
-            else:
-                out.extend(ChunkRecord(r[0], r[1], r[2] + k, *r[3:]) for k in range(count))
-        return out
-
-
-class _Queue:
-    """One in-order engine queue of one core: its instructions and issue state."""
-
-    __slots__ = ("cum", "engine", "free", "head", "items", "key", "last", "mm_start", "pe")
-
-    def __init__(self, key: tuple[int, str]) -> None:
-        self.key = key
-        self.engine = key[1]
-        self.items: list[int] = []
-        self.head = 0
-        self.free = 0  # next issue tick (Tensor: LoadStationary side)
-        self.last = -1
-        self.cum = 0  # latest completion so far on this queue
-        self.mm_start = 0  # Tensor: start of the last MultiplyMoving
-        self.pe = PEArray() if self.engine == "tensor" else None  # Tensor: per-cell times
-
-
-class Scheduler:
+class Scheduler(BarrierMixin):
     """Times a program record on a chip. One use: `Scheduler(chip).run(program)`.
 
     Everything an instruction's timing needs that does not depend on time (cost in ticks,
@@ -116,11 +51,9 @@ class Scheduler:
         self.sem = round(chip.timing["semaphore_latency_ns"] * self.ticks_per_ns)
         self._trigger_latency = round(chip.dma.trigger_latency_ns * self.ticks_per_ns)
         self._qid: dict[tuple[int, str], int] = {}  # (core, engine) -> queue number
-        self._queues: list[_Queue] = []
+        self._queues: list[EngineQueue] = []
         self.ports = Ports(chip, self.ticks_per_ns)
-        self._barriers: dict[int, list[int]] = {}  # k -> every core's k-th barrier
-        self._group: dict[int, list[int]] = {}  # barrier instruction -> its group
-        self._barrier_count: dict[int, int] = {}  # core -> barriers so far
+        self._init_barriers()
         self.costs = CostTable(chip)
         self.statics = Statics(chip, self.period, self.costs, self.ports)
 
@@ -188,7 +121,7 @@ class Scheduler:
             qid = qids.get(key)
             if qid is None:
                 qid = qids[key] = len(queues)
-                queues.append(_Queue(key))
+                queues.append(EngineQueue(key))
             q = queues[qid]
             if deps is None:
                 # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete
@@ -222,6 +155,27 @@ class Scheduler:
             self.reorder(order or {})
         return tl
 
+    def prepare(self, program: list[Instruction], full_deps: bool = False) -> Timeline:
+        """Costs, plans, dependencies and queues without timing (`self.prepared`); then
+        `reorder` may change the queues' order and `run_prepared` times them."""
+        return self._prepare(program, full_deps=full_deps)
+
+    @property
+    def kinds(self) -> list[int]:
+        """After prepare: how each instruction issues (statics COMPUTE, TENSOR, DMA, BARRIER)."""
+        return self._kind
+
+    @property
+    def ticks(self) -> list[tuple]:
+        """After prepare: each instruction's issue costs in ticks (compute: II, latency;
+        Tensor: also LoadStationary's II, latency and PE cells; DMA: trigger issue, 0)."""
+        return self._ticks
+
+    @property
+    def trigger_latency(self) -> int:
+        """Ticks from a DMA trigger to the data moving."""
+        return self._trigger_latency
+
     def reorder(self, order: dict[tuple[int, str], list[int]]) -> None:
         """After _prepare: issue each queue named in `order` in that order (the rest keep
         theirs), with VectorE's static overhead worked out again for the new neighbours."""
@@ -234,7 +188,7 @@ class Scheduler:
                     ticks[i] = base[i]
                 self._vector_overhead(q, self.prepared, self._static)
 
-    def _vector_overhead(self, q: _Queue, tl: Timeline, static: int) -> None:
+    def _vector_overhead(self, q: EngineQueue, tl: Timeline, static: int) -> None:
         """VectorE's static overhead on tiny or back-to-back dependent instructions, for the
         queue's issue order."""
         kinds, ticks, costs = self._kind, self._ticks, tl.costs
@@ -249,14 +203,6 @@ class Scheduler:
                 ii, lat = ticks[i]
                 ticks[i] = (ii + static, lat + static)
             prev = i
-
-    def _add_barrier(self, i: int, core: int) -> None:
-        """File barrier i as its core's k-th: the k-th barriers of all cores wait for each other."""
-        k = self._barrier_count.get(core, 0)
-        self._barrier_count[core] = k + 1
-        group = self._barriers.setdefault(k, [])
-        group.append(i)
-        self._group[i] = group
 
     # ------------------------------------------------------------ main loop
     def run(
@@ -276,39 +222,6 @@ class Scheduler:
         finally:
             if was_enabled:
                 gc.enable()
-
-    def asap_ticks(self, program: list[Instruction]) -> list[int]:
-        """Each instruction's earliest start if no engine were ever busy: the latest of its
-        producers' ASAP starts plus their cost-model durations (compute: latency; Tensor:
-        LoadStationary issue plus MultiplyMoving latency; DMA: trigger, trigger latency and
-        the transfer on idle engines), plus the semaphore latency; 0 with no producer.
-        Prepares the program with full_deps: `self.prepared` then holds its waits and
-        queues, `self.order_deps` the ordering pairs."""
-        tl = self._prepare(program, full_deps=True)
-        kinds, ticks, sem = self._kind, self._ticks, self.sem
-        dur: list[int] = []
-        isolated: dict[int, int] = {}
-        for i, kind in enumerate(kinds):
-            t = ticks[i]
-            if kind == DMA:
-                plan = tl.dma[i][0]
-                d = isolated.get(id(plan))
-                if d is None:
-                    d = isolated[id(plan)] = isolated_ticks(plan, self.chip, self.ticks_per_ns)
-                dur.append(t[0] + self._trigger_latency + d)
-            elif kind == TENSOR:
-                dur.append(t[2] + t[1])
-            else:
-                dur.append(t[1])
-        out: list[int] = []
-        for deps in tl.deps:
-            r = 0
-            for j, _, _ in deps:
-                t = out[j] + dur[j] + sem
-                if t > r:
-                    r = t
-            out.append(r)
-        return out
 
     def _run(self, program, order, deps, full_deps) -> Timeline:
         return self._execute(program, self._prepare(program, order, deps, full_deps))
@@ -335,7 +248,7 @@ class Scheduler:
         self._tl = tl
         self._release = [-1] * n  # when a WAR wait on the instruction is over
         self._waiters: list[list[int] | None] = [None] * n  # producer -> queues to wake
-        self._barrier_waiters: dict[int, list[int]] = {}
+        self._barrier_waiters = {}
         self._work: deque[int] = deque()
         self._in_work = [False] * len(self._queues)
         self._throttles = {c: Throttle(self.chip.throttle, self.ticks_per_ns) for c in cores}
@@ -445,7 +358,7 @@ class Scheduler:
         q.head = head
 
     # ------------------------------------------------------------ engines
-    def _issue_compute(self, i: int, qid: int, q: _Queue) -> bool:
+    def _issue_compute(self, i: int, qid: int, q: EngineQueue) -> bool:
         ready, blocker = self._ready(i, qid)
         if ready < 0:
             return False
@@ -466,7 +379,7 @@ class Scheduler:
         self._complete(i, end, q.cum)
         return True
 
-    def _issue_tensor(self, i: int, qid: int, q: _Queue) -> bool:
+    def _issue_tensor(self, i: int, qid: int, q: EngineQueue) -> bool:
         ls_ready, ready, blocker = self._ready_tensor(i, qid)
         if ready < 0:
             return False
@@ -498,7 +411,7 @@ class Scheduler:
         self._complete(i, end, q.cum)
         return True
 
-    def _issue_dma(self, i: int, qid: int, q: _Queue) -> bool:
+    def _issue_dma(self, i: int, qid: int, q: EngineQueue) -> bool:
         ready, blocker = self._ready(i, qid)
         if ready < 0:
             return False
@@ -516,37 +429,6 @@ class Scheduler:
         tl.dma[i] = (plan, trig_end, data_ready)
         q.free = issue_end
         self.dma.submit(i, q.key[0], plan, data_ready)
-        return True
-
-    def _issue_barrier(self, i: int, qid: int, q: _Queue) -> bool:
-        """core_barrier: every core's k-th barrier completes when the last one arrives."""
-        group = self._group[i]
-        tl = self._tl
-        waiters = self._barrier_waiters
-        if tl.start[i] < 0:
-            ready, blocker = self._ready(i, qid)
-            if ready < 0:
-                return False
-            tl.start[i] = max(q.free, ready)
-            tl.wait[i] = max(0, ready - q.free)
-            tl.blocker[i] = blocker if tl.wait[i] > 0 else -1
-        if any(tl.start[j] < 0 for j in group):
-            for j in group:
-                if tl.start[j] < 0:
-                    waiters.setdefault(j, []).append(qid)
-            for w in waiters.pop(i, ()):
-                self._wake(w)
-            return False
-        for w in waiters.pop(i, ()):
-            self._wake(w)
-        cost = tl.costs[i]
-        t = max(tl.start[j] for j in group)
-        p = self.period[q.engine]
-        tl.wait[i] += t - tl.start[i]
-        tl.issue_end[i] = t + cost.ii * p
-        q.free, q.last = tl.issue_end[i], i
-        q.cum = max(q.cum, t + cost.latency * p)
-        self._complete(i, t + cost.latency * p, q.cum)
         return True
 
 
