@@ -5,7 +5,9 @@ NKI's free functions (nisa.*, nl.*) find their NeuronCore here, as JAX finds its
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,3 +56,17 @@ def activate(ctx: KernelContext) -> contextvars.Token:
 
 def deactivate(token: contextvars.Token) -> None:
     _CURRENT.reset(token)
+
+
+@contextlib.contextmanager
+def scoped_marker(ctx: KernelContext, kind: str) -> Iterator[None]:
+    """Instructions issued inside the block carry a (block id, `kind`, 0) loop marker, as
+    `nl.no_reorder()` needs."""
+    loop_id = ctx.next_loop_id
+    ctx.next_loop_id += 1
+    depth = len(ctx.loops)
+    ctx.loops.append((loop_id, kind, 0))
+    try:
+        yield
+    finally:
+        del ctx.loops[depth:]

@@ -16,7 +16,7 @@ import numpy as np
 
 from trnsim import dtypes as _dt
 from trnsim.errors import ConstraintError, KernelError
-from trnsim.nki.context import current, maybe_current
+from trnsim.nki.context import current, maybe_current, scoped_marker
 from trnsim.nki.creation import (  # noqa: F401
     MemoryRegion,
     _allocate_hbm,
@@ -139,15 +139,8 @@ def static_range(start: Any, stop: Any = None, step: Any = 1) -> _Range:
 def no_reorder() -> Iterator[None]:
     """Keep program order inside the block: instructions carry a ("no_reorder") loop marker
     that the scheduler honours; values are unaffected (they are computed in order anyway)."""
-    ctx = current("nl.no_reorder")
-    loop_id = ctx.next_loop_id
-    ctx.next_loop_id += 1
-    depth = len(ctx.loops)
-    ctx.loops.append((loop_id, "no_reorder", 0))
-    try:
+    with scoped_marker(current("nl.no_reorder"), "no_reorder"):
         yield
-    finally:
-        del ctx.loops[depth:]
 
 
 def ds(start: Any, size: int) -> DynSlice:

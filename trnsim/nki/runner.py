@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
-import gc
 import itertools
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +16,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim.core import Device
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning
+from trnsim.gcpause import gc_paused
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
 from trnsim.nki.lnc import Programs
 from trnsim.nki.tensor import NkiTensor, check_ga_outputs
@@ -183,7 +182,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         contexts.append(ctx)
     bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
               for ctx in contexts]
-    with _gc_paused():
+    with gc_paused():
         if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
             # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
             programs = Programs(len(contexts))
@@ -238,21 +237,6 @@ def _warn_races(program: list[Instruction]) -> None:
             warnings.warn_explicit(text, SimulationWarning, b.loc.filename, b.loc.lineno)
         else:
             warnings.warn(text, SimulationWarning, stacklevel=3)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a kernel is traced: its full collections walk
-    the growing program record (tracing time per instruction then grows with the kernel), and
-    tracing itself leaves no reference cycles behind (what the kernel's own code makes is
-    collected when the launch ends)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _run_program(ctx: KernelContext, kernel: Callable[..., Any], args: Sequence[Any],

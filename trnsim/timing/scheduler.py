@@ -14,10 +14,10 @@ base clock (the least common multiple of the engine clocks), so costs stay integ
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 
 from trnsim.chipspec import ChipSpec
+from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.barriers import BarrierMixin
 from trnsim.timing.costs import CostTable
@@ -215,26 +215,16 @@ class Scheduler(BarrierMixin):
         """Time `program` (in `order` per queue if given; see _prepare); the cyclic garbage
         collector pauses meanwhile (the scheduler makes no garbage cycles, and scanning a
         large program record's objects costs ~30 %)."""
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._run(program, order, deps, full_deps)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _run(self, program, order, deps, full_deps) -> Timeline:
         return self._execute(program, self._prepare(program, order, deps, full_deps))
 
     def run_prepared(self, program: list[Instruction]) -> Timeline:
         """Time `program` as prepared (asap_ticks) and ordered (reorder); GC paused as in run."""
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self._execute(program, self.prepared)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _execute(self, program: list[Instruction], tl: Timeline) -> Timeline:
         n = len(program)

@@ -18,6 +18,7 @@ from typing import Any
 from trnsim.compat.neuronxcc.nki._buffers import psum_allocators as psum
 from trnsim.compat.neuronxcc.nki._buffers import sbuf_allocators as sbuf
 from trnsim.compat.neuronxcc.nki._state import context
+from trnsim.nki.context import scoped_marker
 
 
 def _passthrough(name: str) -> Callable[..., Any]:
@@ -65,15 +66,9 @@ def no_reorder() -> Iterator[None]:
     anyway)."""
     ctx, st = context("ncc.no_reorder")
     st.flush()
-    loop_id = ctx.next_loop_id
-    ctx.next_loop_id += 1
-    depth = len(ctx.loops)
-    ctx.loops.append((loop_id, "no_reorder", 0))
-    try:
+    with scoped_marker(ctx, "no_reorder"):
         yield
         st.flush()
-    finally:
-        del ctx.loops[depth:]
 
 
 __all__ = [
