@@ -40,6 +40,7 @@ from kernels_for_timing import (  # noqa: E402
     TILE_N,
     blocked_matmul,
     blocked_matmul_b1,
+    column_chain,
     compute_chain,
     elementwise_chain,
     hbm_stream,
@@ -130,25 +131,31 @@ def launch_overhead(chip: str = "trn3", repeat: int = 200) -> None:
 
 
 def growth(base_rows: int, chip: str = "trn2") -> None:
-    print("\n== 2. growth with instruction count (elementwise chain) ==")
-    per = []
-    for mult in (1, 2, 4):
-        x = zeros((128 * base_rows * mult, 1024), BF16)
-        run, t_trace, _ = cpu(lambda x=x: trace(elementwise_chain, (x,), chip, False))
-        t_sched = best_of(lambda run=run: time_program(run.program, run.chip, values=False))
-        n = len(run.program)
-        per.append(((t_trace + t_sched) / n, t_sched / n))
-        print(
-            f"{n:8d} instr: {1e6 * per[-1][0]:7.1f} us/instr end to end, "
-            f"{1e6 * per[-1][1]:7.1f} us/instr scheduler"
-        )
-    print(
-        "ratio of us/instr vs the smallest run (1.0 = linear): "
-        + ", ".join(f"{p[0] / per[0][0]:.2f}" for p in per[1:])
-        + " end to end; "
-        + ", ".join(f"{p[1] / per[0][1]:.2f}" for p in per[1:])
-        + " scheduler"
+    print("\n== 2. growth with instruction count ==")
+    cases = (
+        ("elementwise chain, row blocks", elementwise_chain, lambda m: (128 * base_rows * m, 1024)),
+        ("exp over column blocks of [128, F]", column_chain, lambda m: (128, 512 * base_rows * m)),
     )
+    for name, kernel, shape in cases:
+        print(name + ":")
+        per = []
+        for mult in (1, 2, 4):
+            x = zeros(shape(mult), BF16)
+            run, t_trace, _ = cpu(lambda x=x, k=kernel: trace(k, (x,), chip, False))
+            t_sched = best_of(lambda run=run: time_program(run.program, run.chip, values=False))
+            n = len(run.program)
+            per.append(((t_trace + t_sched) / n, t_sched / n))
+            print(
+                f"{n:8d} instr: {1e6 * per[-1][0]:7.1f} us/instr end to end, "
+                f"{1e6 * per[-1][1]:7.1f} us/instr scheduler"
+            )
+        print(
+            "ratio of us/instr vs the smallest run (1.0 = linear): "
+            + ", ".join(f"{p[0] / per[0][0]:.2f}" for p in per[1:])
+            + " end to end; "
+            + ", ".join(f"{p[1] / per[0][1]:.2f}" for p in per[1:])
+            + " scheduler"
+        )
 
 
 def numpy_floor(a: np.ndarray, b: np.ndarray) -> float:

@@ -12,6 +12,7 @@ row pitch so that column blocks of the same rows do not falsely depend on each o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from trnsim.program import Operand
@@ -45,6 +46,7 @@ class _Node:
         "pitch",
         "readers",
         "run",
+        "seq",
         "writer",
         "writer_queue",
     )
@@ -86,43 +88,108 @@ class _Node:
 
 
 class _Space:
-    """The nodes of one memory space of one core, with a bucket index for first lookups."""
+    """The nodes of one memory space of one core, indexed for first lookups: nodes without a
+    row pitch by the byte buckets of their span; pitched nodes (columns of HBM rows) by pitch,
+    both by the buckets of their rows' runs and by phase within the pitch, so that a new
+    column block meets only the blocks of its own columns rather than every block of the
+    same rows, and costs its row count, not its span."""
 
-    __slots__ = ("buckets", "nodes", "shift")
+    __slots__ = ("buckets", "by_pitch", "count", "nodes", "shift")
 
     def __init__(self, shift: int):
         self.shift = shift
         self.nodes: dict[tuple[int, int, int, int, int], _Node] = {}
         self.buckets: dict[int, list[_Node]] = {}
+        # pitch -> [row-run buckets, phase buckets, nodes not yet filed by row runs]: the
+        # row-run index is built only once a node of another pitch (or none) needs it
+        self.by_pitch: dict[int, list] = {}
+        self.count = 0
 
     def node(self, key: tuple[int, int, int, int, int], run: int) -> _Node:
-        """A new node for `key`, linked to every node it overlaps (found in its buckets; the
-        bounding-box test is inlined: most candidates fail it)."""
+        """A new node for `key`, linked to every node it overlaps, in the order of the first
+        span bucket they share, then creation (the bounding-box test is inlined: most
+        candidates fail it)."""
         p0, p1, b0, b1, pitch = key
         n = _Node(p0, p1, b0, b1, pitch, run)
-        shift, buckets = self.shift, self.buckets
+        n.seq = self.count
+        self.count += 1
+        shift = self.shift
         first, last = b0 >> shift, (b1 - 1) >> shift
-        seen: set[int] | None = set() if last > first else None  # spans buckets: dedupe
-        for b in range(first, last + 1):
-            lst = buckets.get(b)
-            if lst is None:
-                buckets[b] = [n]
+        # the buckets of the bytes it touches: its span, or only its rows' runs when pitched
+        touched: Sequence[int] | None = None if pitch else range(first, last + 1)
+        indexes = []
+        if self.buckets:
+            touched = touched or _row_buckets(b0, b1, run, pitch, shift)
+            indexes.append((self.buckets, touched))
+        for q, by in self.by_pitch.items():
+            if q == pitch:
+                indexes.append((by[1], _phase_buckets(b0, run, q)))
                 continue
-            for o in lst:
-                if o.b1 <= b0 or b1 <= o.b0 or o.p1 <= p0 or p1 <= o.p0:
+            for m in by[2]:  # file the pending nodes of pitch q by their row runs
+                _file(by[0], m, _row_buckets(m.b0, m.b1, m.run, q, shift))
+            by[2] = []
+            touched = touched or _row_buckets(b0, b1, run, pitch, shift)
+            indexes.append((by[0], touched))
+        found: dict[int, _Node] = {}
+        for index, ids in indexes:
+            for b in ids:
+                lst = index.get(b)
+                if lst is None:
                     continue
-                if seen is not None:
-                    if id(o) in seen:
+                for o in lst:
+                    if o.b1 <= b0 or b1 <= o.b0 or o.p1 <= p0 or p1 <= o.p0:
                         continue
-                    seen.add(id(o))
-                if pitch and pitch == o.pitch:  # the rest of o.overlaps(n)
-                    d = (b0 - o.b0) % pitch
-                    if not (d < o.run or (pitch - d) % pitch < run):
-                        continue
+                    if pitch and pitch == o.pitch:  # the rest of o.overlaps(n)
+                        d = (b0 - o.b0) % pitch
+                        if not (d < o.run or (pitch - d) % pitch < run):
+                            continue
+                    found[id(o)] = o
+        if found:
+            for o in sorted(found.values(), key=lambda o: (max(first, o.b0 >> shift), o.seq)):
                 o.link(n)
-            lst.append(n)
+        if pitch:
+            by = self.by_pitch.get(pitch)
+            if by is None:
+                by = self.by_pitch[pitch] = [{}, {}, []]
+            by[2].append(n)
+            _file(by[1], n, _phase_buckets(b0, run, pitch))
+        else:
+            _file(self.buckets, n, touched if touched is not None else range(first, last + 1))
         self.nodes[key] = n
         return n
+
+
+_PHASE_SHIFT = 12  # phase buckets of 4 KiB within a row pitch
+
+
+def _row_buckets(b0: int, b1: int, run: int, pitch: int, shift: int) -> list[int]:
+    """Byte buckets of the runs [b0 + k * pitch, + run) of a pitched region (not the gaps
+    between them: a wide tensor's column block would otherwise fill every bucket of its
+    rows' span)."""
+    out: set[int] = set()
+    for s0 in range(b0, b1 - run + 1, pitch):
+        out.update(range(s0 >> shift, ((s0 + run - 1) >> shift) + 1))
+    return sorted(out)
+
+
+def _phase_buckets(b0: int, run: int, pitch: int) -> list[int]:
+    """Phase buckets of the bytes [b0, b0 + run) taken modulo `pitch` (a run may wrap)."""
+    phase = b0 % pitch
+    end = phase + run
+    if end <= pitch:
+        return list(range(phase >> _PHASE_SHIFT, ((end - 1) >> _PHASE_SHIFT) + 1))
+    out = set(range(phase >> _PHASE_SHIFT, ((pitch - 1) >> _PHASE_SHIFT) + 1))
+    out.update(range(0, ((end - pitch - 1) >> _PHASE_SHIFT) + 1))
+    return sorted(out)
+
+
+def _file(index: dict[int, list[_Node]], n: _Node, ids) -> None:
+    for b in ids:
+        lst = index.get(b)
+        if lst is None:
+            index[b] = [n]
+        else:
+            lst.append(n)
 
 
 def row_pattern(op: Operand) -> tuple[int, int]:
