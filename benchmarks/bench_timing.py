@@ -7,7 +7,8 @@
    (values=False: tracing the kernel + scheduling) and values+timing end to end, for the
    current API and for the same matmul written in the Beta-1 API.
 1b. Launch overhead: the CPU time of a two-DMA kernel, with values and profiled.
-2. Growth: CPU time per instruction at N, 2N, 4N instructions (linear: ratios near 1).
+2. Growth: CPU time per instruction at N, 2N, 4N instructions (linear: ratios near 1), for row
+   blocks of a taller tensor and for column blocks of a wider one.
 3. A 4096 x 4096 x 4096 bf16 blocked matmul with values and timing, over the time numpy alone
    needs for the same tile arithmetic (the same 128x128x512 tile matmuls in fp32).
 4. --big: timing-only over 100 GiB of trn3 HBM (inputs are zero-stride numpy views).
