@@ -162,10 +162,12 @@ class _Space:
 _PHASE_SHIFT = 12  # phase buckets of 4 KiB within a row pitch
 
 
-def _row_buckets(b0: int, b1: int, run: int, pitch: int, shift: int) -> list[int]:
+def _row_buckets(b0: int, b1: int, run: int, pitch: int, shift: int) -> Sequence[int]:
     """Byte buckets of the runs [b0 + k * pitch, + run) of a pitched region (not the gaps
     between them: a wide tensor's column block would otherwise fill every bucket of its
     rows' span)."""
+    if pitch - run < 1 << shift:  # no gap holds a whole bucket: every bucket of the span
+        return range(b0 >> shift, ((b1 - 1) >> shift) + 1)
     out: set[int] = set()
     for s0 in range(b0, b1 - run + 1, pitch):
         out.update(range(s0 >> shift, ((s0 + run - 1) >> shift) + 1))
