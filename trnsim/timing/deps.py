@@ -12,7 +12,7 @@ row pitch so that column blocks of the same rows do not falsely depend on each o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from trnsim.program import Operand
@@ -100,8 +100,9 @@ class _Space:
         self.shift = shift
         self.nodes: dict[tuple[int, int, int, int, int], _Node] = {}
         self.buckets: dict[int, list[_Node]] = {}
-        # pitch -> [row-run buckets, phase buckets, nodes not yet filed by row runs]: the
-        # row-run index is built only once a node of another pitch (or none) needs it
+        # pitch -> [row-run buckets, (row bucket, phase bucket) cells, nodes not yet filed by
+        # row runs, (row, phase) bucket shifts]: the row-run index is built only once a node
+        # of another pitch (or none) needs it
         self.by_pitch: dict[int, list] = {}
         self.count = 0
 
@@ -115,6 +116,8 @@ class _Space:
         self.count += 1
         shift = self.shift
         first, last = b0 >> shift, (b1 - 1) >> shift
+        if not pitch and not self.by_pitch:  # plain regions only (on-chip, most HBM)
+            return self._plain_node(key, n, first, last)
         # the buckets of the bytes it touches: its span, or only its rows' runs when pitched
         touched: Sequence[int] | None = None if pitch else range(first, last + 1)
         indexes = []
@@ -123,7 +126,7 @@ class _Space:
             indexes.append((self.buckets, touched))
         for q, by in self.by_pitch.items():
             if q == pitch:
-                indexes.append((by[1], _phase_buckets(b0, run, q)))
+                indexes.append((by[1], _cells(b0, b1, run, q, by[3])))
                 continue
             for m in by[2]:  # file the pending nodes of pitch q by their row runs
                 _file(by[0], m, _row_buckets(m.b0, m.b1, m.run, q, shift))
@@ -149,17 +152,49 @@ class _Space:
                 o.link(n)
         if pitch:
             by = self.by_pitch.get(pitch)
-            if by is None:
-                by = self.by_pitch[pitch] = [{}, {}, []]
+            if by is None:  # cells of about the first region's rows and a quarter of its run
+                rows = (b1 - 1) // pitch - b0 // pitch + 1
+                shifts = ((rows - 1).bit_length(), max(0, run.bit_length() - 3))
+                by = self.by_pitch[pitch] = [{}, {}, [], shifts]
             by[2].append(n)
-            _file(by[1], n, _phase_buckets(b0, run, pitch))
+            _file(by[1], n, _cells(b0, b1, run, pitch, by[3]))
         else:
             _file(self.buckets, n, touched if touched is not None else range(first, last + 1))
         self.nodes[key] = n
         return n
 
 
-_PHASE_SHIFT = 12  # phase buckets of 4 KiB within a row pitch
+    def _plain_node(self, key: tuple, n: _Node, first: int, last: int) -> _Node:
+        """node() when neither `n` nor any earlier node is pitched: one pass over the span
+        buckets links in bucket then creation order."""
+        p0, p1, b0, b1 = n.p0, n.p1, n.b0, n.b1
+        buckets = self.buckets
+        seen: set[int] | None = set() if last > first else None  # spans buckets: dedupe
+        for b in range(first, last + 1):
+            lst = buckets.get(b)
+            if lst is None:
+                buckets[b] = [n]
+                continue
+            for o in lst:
+                if o.b1 <= b0 or b1 <= o.b0 or o.p1 <= p0 or p1 <= o.p0:
+                    continue
+                if seen is not None:
+                    if id(o) in seen:
+                        continue
+                    seen.add(id(o))
+                o.link(n)
+            lst.append(n)
+        self.nodes[key] = n
+        return n
+
+
+def _cells(b0: int, b1: int, run: int, pitch: int, shifts: tuple[int, int]) -> list:
+    """(row bucket, phase bucket) cells of a pitched region, rows counted as address // pitch
+    and phases as address % pitch: two regions of one pitch share a byte only where they
+    share a cell."""
+    rs, ps = shifts
+    rows = range((b0 // pitch) >> rs, (((b1 - 1) // pitch) >> rs) + 1)
+    return [(r, f) for r in rows for f in _phase_buckets(b0, run, pitch, ps)]
 
 
 def _row_buckets(b0: int, b1: int, run: int, pitch: int, shift: int) -> Sequence[int]:
@@ -174,18 +209,19 @@ def _row_buckets(b0: int, b1: int, run: int, pitch: int, shift: int) -> Sequence
     return sorted(out)
 
 
-def _phase_buckets(b0: int, run: int, pitch: int) -> list[int]:
-    """Phase buckets of the bytes [b0, b0 + run) taken modulo `pitch` (a run may wrap)."""
+def _phase_buckets(b0: int, run: int, pitch: int, ps: int) -> list[int]:
+    """Phase buckets (2**ps bytes) of the bytes [b0, b0 + run) modulo `pitch` (a run may
+    wrap)."""
     phase = b0 % pitch
     end = phase + run
     if end <= pitch:
-        return list(range(phase >> _PHASE_SHIFT, ((end - 1) >> _PHASE_SHIFT) + 1))
-    out = set(range(phase >> _PHASE_SHIFT, ((pitch - 1) >> _PHASE_SHIFT) + 1))
-    out.update(range(0, ((end - pitch - 1) >> _PHASE_SHIFT) + 1))
+        return list(range(phase >> ps, ((end - 1) >> ps) + 1))
+    out = set(range(phase >> ps, ((pitch - 1) >> ps) + 1))
+    out.update(range(0, ((end - pitch - 1) >> ps) + 1))
     return sorted(out)
 
 
-def _file(index: dict[int, list[_Node]], n: _Node, ids) -> None:
+def _file(index: dict, n: _Node, ids: Iterable) -> None:
     for b in ids:
         lst = index.get(b)
         if lst is None:
