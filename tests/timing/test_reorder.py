@@ -98,8 +98,8 @@ def test_every_dependency_holds_in_the_compiler_order(tiny_chip, seed):
     first.prepare(program, full_deps=True)
     order = compiler_order(program, first.order_deps, asap_ticks(first), first.prepared.queue)
     position = {i: (q, p) for q, items in order.items() for p, i in enumerate(items)}
-    sched = Scheduler(tiny_chip)
-    tl = sched.run(program, order=order, deps=first.prepared.deps)  # raises if stuck
+    first.reorder(order)
+    sched, tl = first, first.run_prepared(program)  # raises if a queue never drains
     for i, deps in enumerate(first.order_deps):
         for j, kind, _ in deps:
             if position[j][0] == position[i][0]:
@@ -121,7 +121,9 @@ def test_full_dependencies_leave_the_written_order_unchanged():
                            (attention.attention, demo_inputs("attention", 256))):  # fmt: skip
         prof = trnsim.profile(kernel, *inputs, chip="trn2", values=False)
         plain = Scheduler(prof.chip).run(prof.program)
-        full = Scheduler(prof.chip).run(prof.program, full_deps=True)
+        sched = Scheduler(prof.chip)
+        sched.prepare(prof.program, full_deps=True)
+        full = sched.run_prepared(prof.program)
         assert (full.start, full.end) == (plain.start, plain.end)
 
 

@@ -58,20 +58,12 @@ class Scheduler(BarrierMixin):
         self.statics = Statics(chip, self.period, self.costs, self.ports)
 
     # ------------------------------------------------------------ preparation
-    def _prepare(
-        self,
-        program: list[Instruction],
-        order: dict[tuple[int, str], list[int]] | None = None,
-        deps: list[list[tuple[int, str, str]]] | None = None,
-        full_deps: bool = False,
-    ) -> Timeline:
+    def _prepare(self, program: list[Instruction], full_deps: bool = False) -> Timeline:
         """Costs, DMA plans, dependencies and queues, in one pass in program order.
 
-        `order` gives each queue's instructions in the order to issue them (default: program
-        order); `deps` reuses the waits of an earlier run. `full_deps` also records, in
-        `self.order_deps`, the WAR and WAW pairs within one queue that issue in program order
-        implies (not waits: an engine's reads and writes land in issue order, but a new order
-        must keep them)."""
+        `full_deps` also records, in `self.order_deps`, the WAR and WAW pairs within one queue
+        that issue in program order implies (not waits: an engine's reads and writes land in
+        issue order, but a new order must keep them); `reorder` may then change the order."""
         n = len(program)
         tl = Timeline(
             self.ticks_per_ns,
@@ -84,8 +76,6 @@ class Scheduler(BarrierMixin):
             [(0, "")] * n,
             [None] * n,
         )
-        if deps is not None:
-            tl.deps = deps
         self.prepared = tl
         self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
@@ -123,42 +113,39 @@ class Scheduler(BarrierMixin):
                 qid = qids[key] = len(queues)
                 queues.append(EngineQueue(key))
             q = queues[qid]
-            if deps is None:
-                # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete
-                # out of order), and so is every instruction when the order may change.
-                dq = -1 - i if kind == DMA or full_deps else qid
-                ideps = access(i, core, dq, ins.reads, ins.writes)
-                if ins.deps:
-                    ideps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
-                if full_deps:
-                    order_deps.append(ideps)
-                    if kind != DMA:  # (DMAs complete out of order: they keep every wait)
-                        ideps = [
-                            d
-                            for d in ideps
-                            if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA
-                        ]
-                tl_deps[i] = ideps
-            else:
-                ideps = deps[i]
-            if order is None and not full_deps and kind == COMPUTE and key[1] == "vector":
+            # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
+            # of order), and so is every instruction when the order may change.
+            dq = -1 - i if kind == DMA or full_deps else qid
+            ideps = access(i, core, dq, ins.reads, ins.writes)
+            if ins.deps:
+                ideps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
+            if full_deps:
+                order_deps.append(ideps)
+                if kind != DMA:  # (DMAs complete out of order: they keep every wait)
+                    ideps = [
+                        d
+                        for d in ideps
+                        if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA
+                    ]
+            tl_deps[i] = ideps
+            if not full_deps and kind == COMPUTE and key[1] == "vector":
                 # VectorE pays a static overhead on tiny or back-to-back dependent
-                # instructions (NKI-PERF).
+                # instructions (NKI-PERF); with full_deps, reorder() works it out.
                 prev = q.items[-1] if q.items else -1
                 if cost.tiny or _flows_from(ideps, prev):
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
-        if order is not None or full_deps:
+        if full_deps:
             self._base_ticks = list(ticks)  # before VectorE's overhead, which depends on order
             self._static = static
-            self.reorder(order or {})
+            self.reorder({})
         return tl
 
     def prepare(self, program: list[Instruction], full_deps: bool = False) -> Timeline:
         """Costs, plans, dependencies and queues without timing (`self.prepared`); then
         `reorder` may change the queues' order and `run_prepared` times them."""
-        return self._prepare(program, full_deps=full_deps)
+        return self._prepare(program, full_deps)
 
     @property
     def kinds(self) -> list[int]:
@@ -205,21 +192,12 @@ class Scheduler(BarrierMixin):
             prev = i
 
     # ------------------------------------------------------------ main loop
-    def run(
-        self,
-        program: list[Instruction],
-        order: dict[tuple[int, str], list[int]] | None = None,
-        deps: list[list[tuple[int, str, str]]] | None = None,
-        full_deps: bool = False,
-    ) -> Timeline:
-        """Time `program` (in `order` per queue if given; see _prepare); the cyclic garbage
-        collector pauses meanwhile (the scheduler makes no garbage cycles, and scanning a
-        large program record's objects costs ~30 %)."""
+    def run(self, program: list[Instruction]) -> Timeline:
+        """Time `program` as written; the cyclic garbage collector pauses meanwhile (the
+        scheduler makes no garbage cycles, and scanning a large program record's objects costs
+        ~30 %)."""
         with gc_paused():
-            return self._run(program, order, deps, full_deps)
-
-    def _run(self, program, order, deps, full_deps) -> Timeline:
-        return self._execute(program, self._prepare(program, order, deps, full_deps))
+            return self._execute(program, self._prepare(program))
 
     def run_prepared(self, program: list[Instruction]) -> Timeline:
         """Time `program` as prepared (asap_ticks) and ordered (reorder); GC paused as in run."""
