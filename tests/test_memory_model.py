@@ -117,3 +117,49 @@ def test_kernel_allocations_are_poisoned():
         return out_i
 
     assert (nki.simulate(ikernel)(np.zeros((4, 8), np.float32)) == 4).all()
+
+
+def test_linear_allocator_next_fit_matches_the_rectangle_allocator():
+    """HBM's LinearAllocator (policy "next") hands out the addresses the general rectangle
+    Allocator would for one partition, over random allocate/free sequences."""
+    from trnsim.allocation import LinearAllocator
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        cap = int(rng.integers(1, 64)) * 4096
+        lin, rect = LinearAllocator("hbm", cap, 64), Allocator("hbm", 1, cap, 64)
+        live: list[tuple[int, int]] = []
+        for _ in range(200):
+            if live and rng.random() < 0.45:
+                hl, hr = live.pop(int(rng.integers(len(live))))
+                lin.free(hl)
+                rect.free(hr)
+                continue
+            size = int(rng.integers(1, cap // 4))
+            try:
+                hr, br = rect.allocate(0, 1, size)
+            except AllocationError:
+                with pytest.raises(AllocationError):
+                    lin.allocate(0, 1, size)
+                continue
+            hl, bl = lin.allocate(0, 1, size)
+            assert bl == br
+            live.append((hl, hr))
+        assert lin.used_bytes == rect.used_bytes
+
+
+def test_linear_allocator_first_fit_reuses_the_lowest_gap_and_coalesces():
+    from trnsim.allocation import LinearAllocator
+
+    a = LinearAllocator("hbm", 1 << 20, 64, policy="first")
+    handles = [a.allocate(0, 1, 1000)[0] for _ in range(4)]  # at 0, 1024, 2048, 3072
+    a.free(handles[1])
+    a.free(handles[2])
+    h, b = a.allocate(0, 1, 2000)  # the two freed neighbours merged into one gap
+    assert b == 1024
+    assert a.peak_bytes == 4 * 1000
+    a.free(h)
+    for x in (handles[0], handles[3]):
+        a.free(x)
+    assert a.used_bytes == 0
+    assert a.largest_free() == 1 << 20

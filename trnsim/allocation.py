@@ -5,6 +5,7 @@ Knows errors; knows nothing about dtypes, views, instructions or time.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import mmap
 import sys
@@ -116,15 +117,135 @@ def _round_up(x: int, a: int) -> int:
     return -(-x // a) * a
 
 
+class LinearAllocator:
+    """Allocator of one flat byte space (HBM): free gaps kept sorted, coalesced on free.
+
+    Two policies over the same gaps: "next" (next-fit from just after the previous
+    allocation, wrapping: a kernel's HBM scratch rotates as on-chip tiles do, as
+    `Allocator` does) and "first" (the lowest gap that fits: a long-lived process such as
+    the PyTorch device reuses freed, already-resident bytes). Each call costs a bisect plus
+    a scan of the gaps it skips; live blocks are never scanned.
+    """
+
+    partitions = 1
+
+    def __init__(self, space: str, nbytes: int, align: int, policy: str = "next"):
+        if policy not in ("next", "first"):
+            raise ValueError(policy)
+        self.space = space
+        self.nbytes = nbytes
+        self.align = align
+        self.policy = policy
+        self.capacity_note = ""
+        self._starts = [0]  # sorted starts of the free gaps
+        self._ends = {0: nbytes}  # gap start -> gap end
+        self._live: dict[int, tuple[int, int]] = {}  # handle -> (start, end)
+        self._next_id = 0
+        self._cursor = 0
+        self.used_bytes = 0
+        self.peak_bytes = 0
+
+    def allocate(self, p0: int, partitions: int, size: int,
+                 align: int | None = None) -> tuple[int, int]:
+        """`size` bytes (p0/partitions: the on-chip Allocator's signature, ignored);
+        returns (handle, byte_start)."""
+        align = align or self.align
+        size = max(size, 1)
+        if self.policy == "next":
+            b0 = self._find(self._cursor, size, align)
+            if b0 is None and self._cursor:
+                b0 = self._find(0, size, align)
+        else:
+            b0 = self._find(0, size, align)
+        if b0 is None:
+            raise self._full_error(size)
+        return self._take(b0, size), b0
+
+    def _find(self, lo: int, size: int, align: int) -> int | None:
+        """Lowest aligned start >= lo of a gap holding `size` bytes."""
+        starts, ends = self._starts, self._ends
+        i = bisect.bisect_right(starts, lo) - 1
+        if i < 0 or ends[starts[i]] <= lo:
+            i += 1
+        for k in range(i, len(starts)):
+            s = starts[k]
+            b0 = _round_up(max(s, lo), align)
+            if b0 + size <= ends[s]:
+                return b0
+        return None
+
+    def _take(self, b0: int, size: int) -> int:
+        starts, ends = self._starts, self._ends
+        i = bisect.bisect_right(starts, b0) - 1
+        s = starts[i]
+        e = ends.pop(s)
+        b1 = b0 + size
+        if b1 < e:  # the tail stays free
+            ends[b1] = e
+            starts.insert(i + 1, b1)
+        if s < b0:  # and so does the head
+            ends[s] = b0
+        else:
+            del starts[i]
+        handle = self._next_id
+        self._next_id += 1
+        self._live[handle] = (b0, b1)
+        self.used_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        self._cursor = b1 if b1 < self.nbytes else 0
+        return handle
+
+    def free(self, handle: int) -> None:
+        block = self._live.pop(handle, None)
+        if block is None:
+            return
+        b0, b1 = block
+        self.used_bytes -= b1 - b0
+        starts, ends = self._starts, self._ends
+        i = bisect.bisect_left(starts, b0)
+        if i < len(starts) and starts[i] == b1:  # merge with the gap after
+            b1 = ends.pop(b1)
+            del starts[i]
+        if i > 0 and ends[starts[i - 1]] == b0:  # and with the gap before
+            ends[starts[i - 1]] = b1
+        else:
+            starts.insert(i, b0)
+            ends[b0] = b1
+
+    def block(self, handle: int) -> tuple[int, int]:
+        """(start, end) bytes of a live allocation."""
+        return self._live[handle]
+
+    def largest_free(self) -> int:
+        return max((e - s for s, e in self._ends.items()), default=0)
+
+    def _full_error(self, size: int) -> AllocationError:
+        free = self.nbytes - self.used_bytes
+        if size > self.nbytes:
+            return AllocationError(f"{self.space}: cannot allocate {size} bytes: requested "
+                                   f"{size} bytes but the space holds {self.nbytes}")
+        why = "fragmented: the largest free block is " \
+            f"{self.largest_free()} bytes" if free >= size else "full"
+        return AllocationError(
+            f"{self.space}: cannot allocate {size} bytes: requested {size}, free {free} ({why}), "
+            f"capacity {self.nbytes} bytes; {self.used_bytes} of {self.nbytes} bytes in use"
+        )
+
+
 class HBM:
     """A chip's HBM: one lazily backed flat byte space (pages materialize on first write)."""
 
-    def __init__(self, capacity_bytes: int):
+    def __init__(self, capacity_bytes: int, policy: str = "next"):
         self.capacity_bytes = capacity_bytes
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
         self._map = mmap.mmap(-1, capacity_bytes, flags=flags)
         self.data = np.frombuffer(self._map, dtype=np.uint8)
-        self.allocator = Allocator("hbm", 1, capacity_bytes, HBM_ALIGN)
+        self.allocator = LinearAllocator("hbm", capacity_bytes, HBM_ALIGN, policy)
+
+    @property
+    def base_address(self) -> int:
+        """Host address of HBM byte 0 (zero-copy aliases: the PyTorch device's storages)."""
+        return self.data.ctypes.data
 
     def allocate(self, nbytes: int) -> tuple[int, int]:
         """(handle, byte offset) of a fresh block; raises AllocationError when full."""

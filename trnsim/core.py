@@ -282,11 +282,15 @@ def _whole_layout(dtype: dt.DType, shape: tuple[int, ...]) -> Layout:
 class Device:
     """One chip: HBM shared by its NeuronCores, and the program record of a run."""
 
-    def __init__(self, chip: Any, values: bool = True, seed: int = 0):
+    def __init__(self, chip: Any, values: bool = True, seed: int = 0, hbm: HBM | None = None):
+        """A fresh chip; `hbm` (optional) an existing HBM of the same chip to run on instead
+        of a fresh one: the launches of a long-lived device (the PyTorch backend) share it."""
         self.chip = chip
         self.values = values
         self.seed = seed
-        self.hbm = HBM(chip.hbm.capacity_bytes)
+        if hbm is not None and hbm.capacity_bytes != chip.hbm.capacity_bytes:
+            raise ValueError(f"an HBM of {hbm.capacity_bytes} bytes is not {chip.name}'s")
+        self.hbm = hbm if hbm is not None else HBM(chip.hbm.capacity_bytes)
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
         self.progress: Any = None  # optional callback(instruction count) for progress displays

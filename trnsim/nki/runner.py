@@ -140,6 +140,31 @@ def _is_array_arg(x: Any) -> bool:
     return isinstance(x, np.ndarray) or _is_torch(x)
 
 
+# ---------------------------------------------------------------- device tensors
+
+# Registered once by the PyTorch backend (trnsim.backend) when it creates its device: an
+# object with `owns(x) -> bool` (x is one of its device tensors) and
+# `launch(kernel, args, kwargs, options) -> KernelRun` (runs the kernel on its HBM with no
+# copy: it calls run_kernel(..., hbm=..., host_outputs=False) with the tensors as HBM views).
+_DEVICE_ADAPTERS: list[Any] = []
+
+
+def register_device_adapter(adapter: Any) -> None:
+    """Let kernels be called with another layer's device tensors (at most one adapter)."""
+    _DEVICE_ADAPTERS[:] = [adapter]
+
+
+def _device_adapter(args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    if not _DEVICE_ADAPTERS:
+        return None
+    adapter = _DEVICE_ADAPTERS[0]
+    for a in (*args, *kwargs.values()):
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        if any(adapter.owns(x) for x in items):
+            return adapter
+    return None
+
+
 # ---------------------------------------------------------------- launching
 
 
@@ -150,20 +175,30 @@ def grid_points(grid: Sequence[int]) -> list[tuple[int, ...]]:
 def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], *,
                chip: Any = None, lnc: int = 1, grid: Sequence[int] | None = None,
                values: bool = True, generation: str = "ga", seed: int = 0,
-               cores_for_grid: int = 1) -> KernelRun:
+               cores_for_grid: int = 1, hbm: Any = None,
+               host_outputs: bool = True) -> KernelRun:
     """Simulate `kernel(*args, **kwargs)` launched on `grid` (B1) or `lnc` cores (GA).
 
     Array arguments (numpy or torch CPU) become shared-HBM tensors; the kernel's returned
     tensors come back as host arrays of the same kind, and written inputs are updated in place.
+    `hbm`: run on this existing HBM (allocation.HBM of the chip) instead of a fresh one;
+    NkiTensor arguments over it are passed as they are. host_outputs=False returns the
+    kernel's result as it is (HBM NkiTensors), not as host copies.
     """
     if maybe_current() is not None:
         raise KernelError("a kernel launch cannot be nested inside a running kernel "
                           "(call the inner function directly)", capture_location())
+    if hbm is None:
+        adapter = _device_adapter(args, kwargs)
+        if adapter is not None:
+            options = {"chip": chip, "lnc": lnc, "grid": grid, "values": values,
+                       "generation": generation, "seed": seed, "cores_for_grid": cores_for_grid}
+            return adapter.launch(kernel, args, kwargs, options)
     spec = resolve_chip(chip)
     if lnc not in spec.lnc_allowed and lnc != 1:
         raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
                               f"{', '.join(map(str, spec.lnc_allowed))}", capture_location())
-    device = Device(spec, values=values, seed=seed)
+    device = Device(spec, values=values, seed=seed, hbm=hbm)
     device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
@@ -198,7 +233,10 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if generation == "ga":
         check_ga_outputs(result, kernel)
     # Timing-only runs hold no values: a returned tensor of 50 GiB must not be read back.
-    outputs = _result_to_host(result, like=_first_torch(args, kwargs)) if values else None
+    if not host_outputs:
+        outputs = result
+    else:
+        outputs = _result_to_host(result, like=_first_torch(args, kwargs)) if values else None
     _update_inputs(host_args, dev_args, values)
     _update_inputs(list(kwargs.values()), list(dev_kwargs.values()), values)
     run = KernelRun(outputs, device.program, spec, device,
