@@ -48,3 +48,38 @@ def assert_rejected(match: str, kernel, *args, chip: str = "trn3", **kwargs) -> 
     assert loc.filename == __file__
     assert "nki.simulate(kernel, chip=chip)" in loc.code
     assert "/trnsim/" not in str(exc.value)
+
+
+class Strided:
+    """A kernel argument that reaches the kernel as a strided HBM view of `base` (shape,
+    element strides, element offset): how the PyTorch device hands over non-contiguous,
+    offset and broadcast (stride-0) tensors. For `run_views`."""
+
+    def __init__(self, base: np.ndarray, shape, strides, offset: int = 0):
+        self.base = np.ascontiguousarray(base).reshape(-1)
+        self.shape, self.strides, self.offset = tuple(shape), tuple(strides), int(offset)
+
+    def expected(self) -> np.ndarray:
+        """The view's elements as numpy sees them (a copy)."""
+        isz = self.base.dtype.itemsize
+        return np.lib.stride_tricks.as_strided(
+            self.base[self.offset:], self.shape, tuple(s * isz for s in self.strides)).copy()
+
+
+def run_views(kernel, *args, chip: str = "trn3", **attrs):
+    """Launch destination-passing `kernel(*args, **attrs)` where any argument may be a
+    `Strided`; returns the bases (numpy arrays) after the launch, one per argument, with the
+    kernel's writes (plain arrays are returned as updated in place)."""
+    bases = [a.base if isinstance(a, Strided) else a for a in args]
+
+    def wrapper(*hbm):
+        views = []
+        for a, t in zip(args, hbm, strict=True):
+            if isinstance(a, Strided):
+                pattern = [[s, n] for s, n in zip(a.strides, a.shape, strict=True)]
+                t = t.ap(pattern, offset=a.offset)
+            views.append(t)
+        kernel(*views, **attrs)
+
+    nki.simulate(wrapper, chip=chip)(*bases)
+    return bases
