@@ -1,0 +1,151 @@
+"""Registering the device with torch: the composition root of trnsim.backend.
+
+`register()` (run by `import trnsim.backend`, and by torch's backend autoload) renames
+PrivateUse1 to `trn` (or `neuron` under TRNSIM_DEVICE=neuron), installs the device module
+`torch.<name>`, the tensor-level kernels every device needs (allocation, views, copies), every
+op of the registry (trnsim.backend.ops), the catch-all for the rest, autocast, printing and
+serialization. It runs once per process; later calls return the same Runtime.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from trnsim.backend import config, dispatch, storage
+from trnsim.backend.device_module import DeviceModule, device_index_error
+from trnsim.backend.runtime import Runtime, has_runtime, runtime, set_runtime
+
+_LIBS: list[Any] = []  # torch.library.Library objects must outlive the registrations
+_CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self) -> bool:
+        return True
+
+    def has_primary_context(self, dev_id: int) -> bool:
+        return True
+
+    def is_built(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self) -> Any:
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def register() -> Runtime:
+    """Register the device (once per process) and return its Runtime."""
+    if has_runtime():
+        return runtime()
+    settings = config.from_environment()
+    current = torch._C._get_privateuse1_backend_name()
+    if current not in ("privateuseone", settings.device):
+        raise RuntimeError(
+            f"trnsim: PrivateUse1 is already the '{current}' device in this process (another "
+            f"backend, such as torch-neuronx, registered it); one process holds one "
+            f"PrivateUse1 device: run trnsim without it, or set TRNSIM_DEVICE={current}")
+    rt = Runtime(settings)
+    set_runtime(rt)
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    _setup_privateuseone_for_python_backend(settings.device, backend_module=DeviceModule(rt),
+                                            hook=_Hooks(), device_guard=_Guard())
+    rt.device = torch.device(settings.device, 0)
+    views = storage.HostViews(rt)
+    rt.host_views = views
+    impl = torch.library.Library("aten", "IMPL")
+    _LIBS.append(impl)
+    _register_tensor_kernels(impl, rt)
+    dispatch.install(impl, rt)
+    fallback = torch.library.Library("_", "IMPL")
+    _LIBS.append(fallback)
+    fallback.fallback(dispatch.catch_all, "PrivateUse1")
+    fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    from trnsim.backend import autocast, printing, serialization, user_kernels
+
+    autocast.install(impl, rt)
+    printing.install(rt)
+    serialization.install(rt)
+    user_kernels.install(rt)
+    return rt
+
+
+# ---------------------------------------------------------------- tensor-level kernels
+
+
+def _check_device(rt: Runtime, device: Any) -> None:
+    if device is None:
+        return
+    d = torch.device(device)
+    if d.type == rt.name and d.index not in (None, 0):
+        raise RuntimeError(device_index_error(rt, d.index))
+
+
+def _register_tensor_kernels(lib: Any, rt: Runtime) -> None:
+    def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+        _check_device(rt, device)
+        return storage.empty_strided(rt, size, stride, dtype)
+
+    def empty_memory_format(size, dtype=None, layout=None, device=None, pin_memory=None,
+                            memory_format=None):
+        _check_device(rt, device)
+        if memory_format in (None, torch.contiguous_format, torch.preserve_format):
+            return storage.empty(rt, size, dtype)
+        cpu = torch.empty(size, dtype=dtype, device="meta", memory_format=memory_format)
+        return storage.empty_strided(rt, size, cpu.stride(), dtype)
+
+    def resize_(self, size, memory_format=None):
+        stride = None
+        if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+            stride = torch.empty(size, device="meta", memory_format=memory_format).stride()
+        return storage.resize(rt, self, size, stride)
+
+    lib.impl("empty_strided", empty_strided, "PrivateUse1")
+    lib.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
+    lib.impl("resize_", resize_, "PrivateUse1")
+    # Views only write metadata: the CPU kernels do that for any storage.
+    for name in ("view", "as_strided", "_reshape_alias", "unfold", "set_.source_Storage",
+                 "set_.source_Storage_storage_offset", "set_.source_Tensor", "set_",
+                 "view_as_real", "view_as_complex"):
+        packet, _, overload = name.partition(".")
+        target = getattr(getattr(torch.ops.aten, packet), overload or "default")
+        lib.impl(name, _redispatch_cpu(target), "PrivateUse1")
+
+    def copy_from(src, dst, non_blocking=False):
+        return dispatch.copy(rt, src, dst)
+
+    def copy_from_and_resize(src, dst):
+        if list(dst.shape) != list(src.shape):
+            storage.resize(rt, dst, src.shape)
+        return dispatch.copy(rt, src, dst)
+
+    lib.impl("_copy_from", copy_from, "PrivateUse1")
+    lib.impl("_copy_from_and_resize", copy_from_and_resize, "PrivateUse1")
+
+    def local_scalar_dense(self):
+        return rt.host_views.of(self).item()
+
+    lib.impl("_local_scalar_dense", local_scalar_dense, "PrivateUse1")
+
+    def has_compatible_shallow_copy_type(self, from_):
+        return self.device.type == from_.device.type
+
+    lib.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type,
+             "PrivateUse1")
+
+
+def _redispatch_cpu(op: Any) -> Any:
+    def kernel(*args, **kwargs):
+        return op.redispatch(_CPU_KEYS, *args, **kwargs)
+
+    return kernel
+
+
+def warn_once(rt: Runtime, key: str, message: str) -> None:
+    if key not in rt.warned:
+        rt.warned.add(key)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)

@@ -1,0 +1,145 @@
+"""Running an ATen op with PyTorch's CPU kernels on host aliases of the device's bytes.
+
+This is reference mode, the host fallback (TRNSIM_FALLBACK=cpu) and the kernel-mode path for
+dtypes no engine has (float64, complex). Device tensors become CPU tensors over the same HBM
+bytes (no copy); results that alias an argument come back as that device tensor (in-place and
+out= ops) or as a device view of its storage; fresh results are copied into new device
+tensors. Mixing devices is checked as CUDA checks it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from trnsim.backend import storage
+from trnsim.backend.runtime import Runtime
+
+_CPU = torch.device("cpu")
+
+
+class DeviceMismatch(RuntimeError):
+    pass
+
+
+def check_devices(rt: Runtime, op: str, args: Any, kwargs: Any) -> None:
+    """A CPU tensor with dimensions among a device op's tensors is an error, as on CUDA
+    (0-d CPU tensors are scalars and allowed)."""
+    for name, a in _tensors(args, kwargs):
+        if a.device.type == "cpu" and a.dim() > 0:
+            raise DeviceMismatch(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{rt.device} and cpu! (when checking argument '{name}' of {op}: a CPU tensor of "
+                f"shape {list(a.shape)}; move it with .to('{rt.name}'))")
+        if a.device.type not in ("cpu", rt.name, "meta"):
+            raise DeviceMismatch(
+                f"Expected all tensors to be on the same device, but found at least two devices, "
+                f"{rt.device} and {a.device}! (argument '{name}' of {op})")
+
+
+def _tensors(args: Any, kwargs: Any):
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            yield f"#{i}", a
+        elif isinstance(a, (list, tuple)):
+            for j, x in enumerate(a):
+                if isinstance(x, torch.Tensor):
+                    yield f"#{i}[{j}]", x
+    for k, a in kwargs.items():
+        if isinstance(a, torch.Tensor):
+            yield k, a
+        elif isinstance(a, (list, tuple)):
+            for j, x in enumerate(a):
+                if isinstance(x, torch.Tensor):
+                    yield f"{k}[{j}]", x
+
+
+class HostCall:
+    """One op call with its arguments mapped to the host (keeps the mapping for results)."""
+
+    def __init__(self, rt: Runtime, views: storage.HostViews):
+        self.rt = rt
+        self.views = views
+        self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # (device, host alias)
+
+    def to_host(self, a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            if a.device.type == self.rt.name:
+                h = self.views.of(a)
+                self.pairs.append((a, h))
+                return h
+            return a
+        if isinstance(a, (list, tuple)) and a and any(isinstance(x, torch.Tensor) for x in a):
+            return type(a)(self.to_host(x) for x in a)
+        if isinstance(a, torch.device) and a.type == self.rt.name:
+            return _CPU
+        return a
+
+    def from_host(self, r: Any) -> Any:
+        if isinstance(r, torch.Tensor):
+            return self._result(r)
+        if isinstance(r, (list, tuple)):
+            return type(r)(self.from_host(x) for x in r)
+        return r
+
+    def _result(self, r: torch.Tensor) -> torch.Tensor:
+        if r.device.type != "cpu":
+            return r
+        for dev, h in self.pairs:  # an argument itself (in-place, out=)
+            if r is h:
+                return dev
+        rt = self.rt
+        ptr = r.untyped_storage().data_ptr()
+        if rt.base <= ptr < rt.base + rt.hbm.capacity_bytes and r.untyped_storage().nbytes():
+            view = self._alias(r)
+            if view is not None:
+                return view
+        out = storage.empty_strided(rt, r.shape, _dense_strides(r), r.dtype)
+        if r.numel():
+            self.views.of(out).copy_(r)
+        return out
+
+    def _alias(self, r: torch.Tensor) -> torch.Tensor | None:
+        """A device view of the argument storage a host result lies in."""
+        p = r.data_ptr()
+        for dev, _ in self.pairs:
+            st = dev.untyped_storage()
+            lo = st.data_ptr()
+            if lo <= p < lo + max(st.nbytes(), 1):
+                isz = r.element_size()
+                base = dev if dev.dtype == r.dtype else dev.view(r.dtype) if \
+                    dev.is_contiguous() else None
+                if base is None or (p - lo) % isz:
+                    return None
+                return torch.as_strided(base, r.shape, r.stride(), (p - lo) // isz)
+        return None
+
+
+def _dense_strides(r: torch.Tensor) -> list[int]:
+    """r's strides when it is dense (keeps channels-last and friends), else contiguous."""
+    if r.is_contiguous():
+        return storage.contiguous_strides(r.shape)
+    order = sorted(range(r.dim()), key=lambda i: r.stride(i))
+    dense, acc = [0] * r.dim(), 1
+    for i in order:
+        dense[i] = acc
+        acc *= max(r.shape[i], 1)
+    if all(r.shape[i] == 1 or dense[i] == r.stride(i) for i in range(r.dim())):
+        return dense
+    return storage.contiguous_strides(r.shape)
+
+
+def run(rt: Runtime, views: storage.HostViews, op: Any, args: tuple, kwargs: dict) -> Any:
+    """`op(*args, **kwargs)` with PyTorch's CPU kernel on host aliases."""
+    check_devices(rt, str(op), args, kwargs)
+    call = HostCall(rt, views)
+    hargs = tuple(call.to_host(a) for a in args)
+    hkwargs = {k: call.to_host(v) for k, v in kwargs.items()}
+    with torch._C._ExcludeDispatchKeyGuard(_EXCLUDED):
+        result = op(*hargs, **hkwargs)
+    return call.from_host(result)
+
+
+# The host call runs below autograd (the device op already is): keep it from re-recording.
+_EXCLUDED = torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradCPU) | torch._C.DispatchKeySet(
+    torch._C.DispatchKey.AutocastCPU)

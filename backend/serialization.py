@@ -1,0 +1,9 @@
+"""torch.save / torch.load(map_location='trn') for device tensors (filled in below)."""
+
+from __future__ import annotations
+
+from trnsim.backend.runtime import Runtime
+
+
+def install(rt: Runtime) -> None:
+    pass
