@@ -38,6 +38,12 @@ def install(lib: Any, rt: Runtime) -> None:
     for entry in REGISTRY.values():
         if entry.qualified.startswith("aten::"):
             lib.impl(entry.name, make_kernel(entry, resolve(entry.qualified), rt), "PrivateUse1")
+    from trnsim.backend.ops.attention import sdpa_autograd
+    from trnsim.backend.ops.norms import rms_norm_autograd
+
+    # Composite in PyTorch: given autograd-level kernels here, so each is one fused op.
+    lib.impl("rms_norm", rms_norm_autograd, "AutogradPrivateUse1")
+    lib.impl("scaled_dot_product_attention", sdpa_autograd, "AutogradPrivateUse1")
 
 
 def make_kernel(entry: OpEntry, overload: Any, rt: Runtime) -> Any:

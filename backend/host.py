@@ -130,14 +130,57 @@ def _dense_strides(r: torch.Tensor) -> list[int]:
 
 
 def run(rt: Runtime, views: storage.HostViews, op: Any, args: tuple, kwargs: dict) -> Any:
-    """`op(*args, **kwargs)` with PyTorch's CPU kernel on host aliases."""
+    """`op(*args, **kwargs)` with PyTorch's CPU kernel on host aliases.
+
+    `out=` arguments get fresh CPU tensors (a CPU kernel resizes its outputs, which an alias
+    of HBM must not do); the device outputs are then resized to the results and filled."""
     check_devices(rt, str(op), args, kwargs)
     call = HostCall(rt, views)
     hargs = tuple(call.to_host(a) for a in args)
-    hkwargs = {k: call.to_host(v) for k, v in kwargs.items()}
+    outs = out_arguments(op)
+    hkwargs = {}
+    for k, v in kwargs.items():
+        if k in outs and isinstance(v, torch.Tensor) and v.device.type == rt.name:
+            hkwargs[k] = torch.empty(0, dtype=v.dtype)
+        else:
+            hkwargs[k] = call.to_host(v)
     with torch._C._ExcludeDispatchKeyGuard(_EXCLUDED):
         result = op(*hargs, **hkwargs)
-    return call.from_host(result)
+    if not any(k in outs for k in kwargs):
+        return call.from_host(result)
+    for k in outs:
+        dev, cpu = kwargs.get(k), hkwargs.get(k)
+        if isinstance(dev, torch.Tensor) and dev.device.type == rt.name:
+            if list(dev.shape) != list(cpu.shape) or dev.stride() != cpu.stride():
+                storage.resize(rt, dev, cpu.shape, cpu.stride())
+            if cpu.numel():
+                views.of(dev).copy_(cpu)
+    return _swap_outs(result, hkwargs, kwargs, outs, call)
+
+
+def _swap_outs(result: Any, hkwargs: dict, kwargs: dict, outs: tuple, call: HostCall) -> Any:
+    """The result with each CPU out tensor replaced by its device tensor."""
+    by_id = {id(hkwargs[k]): kwargs[k] for k in outs if k in kwargs}
+    if isinstance(result, torch.Tensor):
+        return by_id.get(id(result), call.from_host(result))
+    if isinstance(result, (tuple, list)):
+        return type(result)(by_id.get(id(r), r) if isinstance(r, torch.Tensor) else r
+                            for r in result)
+    return result
+
+
+_OUTS: dict[Any, tuple[str, ...]] = {}
+
+
+def out_arguments(op: Any) -> tuple[str, ...]:
+    """Names of an overload's keyword-only mutable arguments (out=, grad_input=, ...)."""
+    got = _OUTS.get(op)
+    if got is None:
+        schema = getattr(op, "_schema", None)
+        got = tuple(a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None
+                    and a.alias_info.is_write) if schema is not None else ()
+        _OUTS[op] = got
+    return got
 
 
 # The host call runs below autograd (the device op already is): keep it from re-recording.

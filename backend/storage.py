@@ -116,6 +116,10 @@ class HostViews:
         self._views: dict[torch.dtype, torch.Tensor] = {}
         self._rt = rt
 
+    def of_bytes(self, offset: int, nbytes: int) -> torch.Tensor:
+        """The uint8 CPU tensor over HBM bytes [offset, offset + nbytes)."""
+        return self._bytes[offset:offset + nbytes]
+
     def of(self, t: torch.Tensor) -> torch.Tensor:
         """A CPU tensor aliasing the device tensor's bytes (same shape, strides, dtype)."""
         dtype = t.dtype

@@ -1,11 +1,14 @@
 """The device's ATen ops, one module per family; importing this package fills the registry."""
 
 from trnsim.backend.ops import (  # noqa: F401
+    attention,
     copying,
     factories,
+    foreach,
     indexing,
     linalg,
     nn,
+    norms,
     optim,
     pointwise,
     reductions,

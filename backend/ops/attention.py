@@ -1,0 +1,61 @@
+"""Scaled dot-product attention as one fused op.
+
+PyTorch picks SDPA's fused backends through a C++ dispatch stub a Python device cannot
+join, so on this device `scaled_dot_product_attention` itself is given an
+AutogradPrivateUse1 kernel: it calls `_scaled_dot_product_fused_attention_overrideable`
+(whose autograd formula calls the matching backward op), one attention kernel per call.
+Attention with dropout, grouped-query heads, head size above 128 or a mask that needs a
+gradient takes PyTorch's math path (the device's matmul, softmax and dropout ops)."""
+
+from __future__ import annotations
+
+import torch
+from trnsim.backend.registry import reference_only
+
+
+def fused_attention_applies(query, key, attn_mask, dropout_p, enable_gqa) -> bool:
+    return (dropout_p == 0.0 and query.dim() == 4 and key.dim() == 4
+            and query.shape[-3] == key.shape[-3] and query.shape[-1] <= 128
+            and query.shape[-1] == key.shape[-1]
+            and (attn_mask is None or not attn_mask.requires_grad))
+
+
+def sdpa_autograd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
+                  scale=None, enable_gqa=False):
+    """AutogradPrivateUse1 kernel of aten::scaled_dot_product_attention."""
+    if not fused_attention_applies(query, key, attn_mask, dropout_p, enable_gqa):
+        return torch.ops.aten._scaled_dot_product_attention_math(
+            query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
+            enable_gqa=enable_gqa)[0]
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # As SDPA's fused backends take it: True keeps a score, False adds -inf.
+        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device
+                                ).masked_fill(attn_mask.logical_not(), float("-inf"))
+    return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
+
+
+def sdpa_forward_host(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False,
+                      return_debug_mask=False, *, scale=None):
+    """The host form: PyTorch's CPU flash attention (output and log-sum-exp)."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        query, key, value, dropout_p, is_causal, attn_mask=attn_bias, scale=scale)
+    empty = torch.empty(0, dtype=torch.int64)
+    return out, lse, empty, empty, query.shape[-2], key.shape[-2], empty, empty, \
+        torch.empty(0, dtype=query.dtype)
+
+
+def sdpa_backward_host(grad_out, query, key, value, attn_bias, grad_input_mask, out, logsumexp,
+                       cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+                       philox_offset, *, scale=None):
+    bias = attn_bias if attn_bias is not None and attn_bias.numel() else None
+    dq, dk, dv = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, query, key, value, out, logsumexp, dropout_p, is_causal, attn_mask=bias,
+        scale=scale)
+    return dq, dk, dv, None
+
+
+reference_only("_scaled_dot_product_fused_attention_overrideable", host=sdpa_forward_host,
+               group="attention")
+reference_only("_scaled_dot_product_fused_attention_overrideable_backward",
+               host=sdpa_backward_host, group="attention")
