@@ -27,7 +27,7 @@ from trnsim.nki import language as nl
 from ._common import P_MAX, fail
 
 MIN_DMA_BYTES = 2048  # bytes per partition below which a DMA's fixed cost dominates
-SBUF_SHARE = 0.5  # share of usable SBUF for the tiles of one iteration (times two in flight)
+SBUF_SHARE = 0.7  # share of usable SBUF for the tiles of two iterations in flight
 CHUNK_ALIGN = 512  # column chunks are multiples of this (bn_stats_fmax, PSUM bank)
 
 
@@ -50,6 +50,18 @@ def col_operand(view: Any, dim: int) -> Operand:
 def row_operand(view: Any) -> Operand:
     """`view` holding one value per row (its shape is the row shape)."""
     return Operand(view, tuple(view.strides), None)
+
+
+def vector_operand(view: Any, n: int, what: str, name: str) -> Operand:
+    """A row operand for a 1-D row space of n rows: `view` has n elements along one dim
+    (other dims of size 1, e.g. torch's keepdim statistics [R, 1])."""
+    dims = [(size, st) for size, st in zip(view.shape, view.strides, strict=True) if size != 1]
+    if math.prod(view.shape) != n or len(dims) > 1:
+        fail(
+            f"{what}: {name} must hold one value per row ({n} along one dim), got shape "
+            f"{list(view.shape)}"
+        )
+    return Operand(view, (dims[0][1] if dims else 0,), None)
 
 
 def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
@@ -257,3 +269,12 @@ class Prefetch:
         self._i += 1
         self._next = self._load(self._requests[self._i]) if self._i < len(self._requests) else None
         return cur
+
+
+def broadcast_vector(vec: Any, parts: int, c0: int, c1: int, dtype: Any, name: str):
+    """Elements c0..c1 of a 1-D HBM vector (any stride) on each of `parts` partitions: one
+    partition-broadcast DMA (stride 0 over the partitions) into a new SBUF tile."""
+    step = vec.strides[0]
+    t = nl.ndarray((parts, c1 - c0), dtype=dtype, buffer=nl.sbuf, name=name)
+    nisa.dma_copy(dst=t, src=vec.ap([[0, parts], [step, c1 - c0]], offset=vec.offset + c0 * step))
+    return t
