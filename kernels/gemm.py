@@ -1,0 +1,412 @@
+"""General matrix multiply device kernel: out = beta * c + alpha * (a @ b) for any shapes,
+strides, batch broadcast and the fp32/bf16/fp16 dtypes, and its float64 reference.
+
+Serves ATen mm, bmm, addmm, baddbmm, addmv/mv, linear, matmul and their backward (which multiply
+by transposed views). Layer: kernel library (trnsim.kernels); public NKI API only. Follows
+docs/device-kernels.md: destination passing, HBM views as they are, fail() at the caller.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from trnsim.nki import isa as nisa
+from trnsim.nki import language as nl
+
+from ._common import fail
+from ._gemm_epilogue import Epilogue, epilogue_kind
+from ._kmajor import Mat, kmajor_mode, kmajor_pieces
+
+P_MAX = 128  # contraction rows per nc_matmul: partitions (pmax)
+TILE_M = 128  # stationary free size per nc_matmul: result partitions (gemm_stationary_fmax)
+TILE_N = 512  # moving free size per nc_matmul: 512 fp32 fill one 2 KiB PSUM bank
+PSUM_GROUP = 4  # PSUM banks accumulated per stationary load; the next group uses the other 4
+A_BLOCK_ROWS = 256  # rows of a streamed a^T block: two 128-row tiles. Larger blocks make the
+#                    first matmuls wait longer and measured slower on the model (1024^3 bf16)
+MAX_BLOCK_N = 4096  # columns of a resident b block
+B_SHARE = 0.4  # share of usable SBUF for the resident b block (0.25 when two are in flight)
+A_SHARE = 0.15  # share for one streamed a^T block (two in flight)
+STREAM_SHARE = 0.1  # share for one K chunk of both operands in the streamed-K loop
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One 2-D product out[M, N] = epilogue(a_t.T @ b) of the batch."""
+
+    out: Mat  # [M, N]
+    a_t: Mat  # [K, M]: a transposed, the stationary side
+    b: Mat  # [K, N]: the moving side
+    c: Mat | None  # [M, N] (stride 0 where broadcast) or None
+
+
+def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
+    """``out = beta * c + alpha * (a @ b)``, batched, on the Tensor Engine.
+
+    The contraction runs over partitions: each operand is brought into SBUF with K on the
+    partition axis in the cheapest way its strides allow (a direct DMA when that layout is
+    contiguous; otherwise a DMA transpose on NeuronCore-v3+, TensorE transposes on v2; see
+    kernels/_kmajor.py). A block of ``b`` (all of K by up to 4096 columns) stays resident while
+    ``a^T`` blocks stream past it; per 128-row tile the kernel accumulates over K into four
+    512-wide PSUM banks (fp32) and evacuates them with the alpha/beta epilogue and the cast to
+    out's dtype, alternating VectorE and ScalarE. When even one K x 512 block of ``b`` does not
+    fit, K is streamed in chunks (both operands reloaded per output tile group).
+
+    Dimensions:
+        M, N, K: any sizes >= 1 (K = 0 gives beta * c, or zeros); ragged edges are partial tiles.
+        batch: out's leading dims; a's and b's leading dims broadcast to them (numpy rules:
+        missing or size-1 dims, or stride 0).
+
+    Args:
+        out: [..., M, N] HBM tensor, float32, bfloat16 or float16 (written entirely).
+        a: [..., M, K] HBM tensor, float32, bfloat16 or float16; any strides.
+        b: [..., K, N] HBM tensor of a's dtype; any strides.
+        c: optional tensor broadcastable to out (bias [N], column [M, 1], a full matrix, ...).
+        alpha, beta: Python floats. beta = 0 ignores c (NaN in c does not propagate, as torch).
+
+    Notes:
+        fp32 operands multiply on the PE array in fp32 (a quarter of the bf16 rate); bf16/fp16
+        products accumulate in fp32 PSUM; the result is rounded once to out's dtype. A
+        column-major out is computed as out^T = b^T a^T so the stores stay contiguous.
+        Epilogues: alpha * acc (copy or scale, VectorE/ScalarE alternating); + column c
+        (per-partition bias, both engines); + row or full c (scalar_tensor_tensor on VectorE,
+        with c pre-scaled by beta on ScalarE).
+
+    Pseudocode:
+        for each batch entry, each resident block b[:, n0:n0+BN]:
+          for each streamed block a^T[:, m0:m0+BM] (the next one loaded before these matmuls):
+            for each 128-row tile, each group of 4 x 512 columns:
+              psum = sum_k a^T[k, rows].T @ b[k, cols]
+              out[rows, cols] = cast(alpha * psum + beta * c[rows, cols])
+    """
+    problems, k, dtype = _plan(out, a, b, c, alpha, beta)
+    kind = epilogue_kind(problems[0].c, beta)
+    epi = Epilogue(kind, float(alpha), float(beta))
+    isz = dtype.itemsize
+    usable = nl.tile_size.total_available_sbuf_size
+    kt = -(-k // P_MAX)
+    slab = max(1, kt) * TILE_N * isz
+    a_mode, b_mode = kmajor_mode(problems[0].a_t), kmajor_mode(problems[0].b)
+    if slab > usable * B_SHARE:
+        _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable)
+    else:
+        _gemm_resident(problems, k, epi, a_mode, b_mode, isz, usable)
+
+
+# ---------------------------------------------------------------- checks and batch views
+
+
+def _plan(out, a, b, c, alpha, beta) -> tuple[list[_Problem], int, Any]:
+    """The batch of 2-D problems of a valid call; fail() naming the bad operand otherwise."""
+    for name, t in (("out", out), ("a", a), ("b", b)):
+        if len(t.shape) < 2:
+            fail(f"gemm: {name} must have at least 2 dims [..., rows, cols], got {list(t.shape)}")
+    m, n = (int(s) for s in out.shape[-2:])
+    ma, ka = (int(s) for s in a.shape[-2:])
+    kb, nb = (int(s) for s in b.shape[-2:])
+    if ma != m or nb != n or ka != kb:
+        fail(
+            f"gemm: shapes do not chain: out {list(out.shape)}, a {list(a.shape)}, "
+            f"b {list(b.shape)}; need out [..., M, N], a [..., M, K], b [..., K, N]"
+        )
+    for name, t in (("out", out), ("a", a), ("b", b), ("c", c)):
+        if t is not None and t.dtype.name not in DTYPES:
+            fail(f"gemm: {name} has dtype {t.dtype.name}; allowed: {', '.join(DTYPES)}")
+    if a.dtype != b.dtype:
+        fail(
+            f"gemm: a is {a.dtype.name} and b is {b.dtype.name}; both operands must have the "
+            f"same dtype (the Tensor Engine pairs float32 only with float32)"
+        )
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            fail(f"gemm: {name}={v!r} must be a finite Python number (a trace-time constant)")
+    batch = tuple(int(s) for s in out.shape[:-2])
+    a_b = _batch_strides("a", a, batch, 2)
+    b_b = _batch_strides("b", b, batch, 2)
+    c_info = None if c is None or beta == 0 else _c_view(c, out.shape)
+    problems = []
+    for idx in itertools.product(*(range(s) for s in batch)):
+        o_off = int(out.offset) + _dot(idx, [int(s) for s in out.strides[:-2]])
+        a_off = int(a.offset) + _dot(idx, a_b)
+        b_off = int(b.offset) + _dot(idx, b_b)
+        om = Mat(out, m, n, int(out.strides[-2]), int(out.strides[-1]), o_off)
+        am = Mat(a, m, ka, int(a.strides[-2]), int(a.strides[-1]), a_off)
+        bm = Mat(b, kb, n, int(b.strides[-2]), int(b.strides[-1]), b_off)
+        cm = None
+        if c_info is not None:
+            cb, (crs, ccs) = c_info
+            cm = Mat(c, m, n, crs, ccs, int(c.offset) + _dot(idx, cb))
+        problems.append(_oriented(om, am, bm, cm))
+    return problems, ka, a.dtype
+
+
+def _dot(idx, strides) -> int:
+    return sum(i * s for i, s in zip(idx, strides, strict=True))
+
+
+def _batch_strides(name: str, t, batch: tuple[int, ...], core: int) -> list[int]:
+    """Element strides of t's batch dims aligned to `batch` (0 where t broadcasts)."""
+    lead = [int(s) for s in t.shape[:-core]]
+    strides = [int(s) for s in t.strides[:-core]]
+    if len(lead) > len(batch):
+        fail(f"gemm: {name} has batch dims {lead} but out has only {list(batch)}")
+    pad = len(batch) - len(lead)
+    out = [0] * pad
+    for d, (size, st) in enumerate(zip(lead, strides, strict=True)):
+        want = batch[pad + d]
+        if size not in (1, want):
+            fail(
+                f"gemm: {name} batch dim {d} has size {size}; out's is {want} (broadcasting "
+                f"needs equal sizes or 1)"
+            )
+        out.append(0 if size == 1 else st)
+    return out
+
+
+def _c_view(c, out_shape) -> tuple[list[int], tuple[int, int]]:
+    """(batch strides, (row stride, col stride)) of c broadcast to out's shape."""
+    shape, strides = [int(s) for s in c.shape], [int(s) for s in c.strides]
+    if len(shape) > len(out_shape):
+        fail(f"gemm: c has shape {shape}, more dims than out {list(out_shape)}")
+    pad = len(out_shape) - len(shape)
+    full = [1] * pad + shape
+    st = [0] * pad + strides
+    for d, (size, want) in enumerate(zip(full, out_shape, strict=True)):
+        if size not in (1, int(want)):
+            fail(
+                f"gemm: c of shape {shape} does not broadcast to out {list(out_shape)} "
+                f"(dim {d - pad}: {size} vs {int(want)})"
+            )
+    eff = [0 if size == 1 else s for size, s in zip(full, st, strict=True)]
+    return eff[:-2], (eff[-2], eff[-1])
+
+
+def _oriented(out: Mat, a: Mat, b: Mat, c: Mat | None) -> _Problem:
+    """The problem with contiguous output rows: a column-major out is computed transposed
+    (out^T = b^T a^T), so each partition stores a contiguous run."""
+    if out.rows > 1 and out.cols > 1 and out.rs == 1 and out.cs != 1:
+        return _Problem(out.T, b, a.T, None if c is None else c.T)
+    return _Problem(out, a.T, b, c)
+
+
+# ---------------------------------------------------------------- loop nests
+
+
+def _n_tiles(width: int) -> list[int]:
+    """Widths of the 512-column moving tiles covering `width` columns."""
+    return [min(TILE_N, width - j) for j in range(0, width, TILE_N)]
+
+
+def _matmuls(acc, a_sb, acol: int, mm: int, b_sb, bcol: int, widths, kts, first: bool) -> None:
+    """acc[:mm, j*512 : +w_j] (+)= sum over K tiles (slot, kk) of a_sb.T @ b_sb tiles."""
+    for i, (slot, kk) in enumerate(kts):
+        stationary = a_sb[0:kk, slot, acol : acol + mm]
+        for j, w in enumerate(widths):
+            c0 = bcol + j * TILE_N
+            nisa.nc_matmul(
+                dst=acc[0:mm, j * TILE_N : j * TILE_N + w],
+                stationary=stationary,
+                moving=b_sb[0:kk, slot, c0 : c0 + w],
+                accumulate=not (first and i == 0),
+            )
+
+
+def _k_slots(nk: int) -> list[tuple[int, int]]:
+    """(column, rows) of each K tile of a block holding nk contraction rows."""
+    return [(t, min(P_MAX, nk - t * P_MAX)) for t in range(-(-nk // P_MAX))]
+
+
+def _zero_acc(acc, mm: int, gw: int) -> None:
+    """K = 0: the product is zero (no matmul writes the accumulator)."""
+    nisa.memset(dst=acc[0:mm, 0:gw], value=0.0)
+
+
+def _gemm_resident(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
+    """Resident b blocks, streamed a^T blocks (the loop nest of kernels/matmul.py, ragged)."""
+    m, n = problems[0].out.rows, problems[0].out.cols
+    kt = max(1, -(-k // P_MAX))
+    bn = min(n, MAX_BLOCK_N, int(usable * B_SHARE) // (kt * TILE_N * isz) * TILE_N)
+    if bn < n or len({p.b.off for p in problems}) > 1:
+        # Several b blocks: the next one is prefetched while this one is in use.
+        share = B_SHARE * 5 / 8
+        bn = min(n, MAX_BLOCK_N, max(1, int(usable * share) // (kt * TILE_N * isz)) * TILE_N)
+    a_factor = 2 if a_mode == "pe_transpose" else 1  # transposes stage the rows once more
+    bm = A_BLOCK_ROWS
+    while bm > TILE_M and a_factor * kt * bm * isz > usable * A_SHARE:
+        bm -= TILE_M
+    if epi.kind == "full":
+        bm = TILE_M  # one [128, BN] addend tile per step
+    steps = [
+        (pi, n0, m0, mw) for pi in range(len(problems)) for n0 in range(0, n, bn)
+        for m0, mw in _row_blocks(m, bm)
+    ]
+    cache: dict[str, tuple[Any, Any]] = {}
+
+    def load(step):
+        pi, n0, m0, mw = step
+        p = problems[pi]
+        bw = min(bn, n - n0)
+        pieces: list[list] = []
+        tiles = {
+            "b": _cached(cache, "b", (p.b.off, n0), pieces, lambda: _block(p.b, k, n0, bw, b_mode)),
+            "a": _cached(
+                cache, "a", (p.a_t.off, m0, mw), pieces,
+                lambda: _block(p.a_t, k, m0, mw, a_mode),
+            ),
+        }
+        _interleave(pieces)
+        tiles["c"] = epi.load_block(p.c, cache, m0, mw, n0, bw)
+        return tiles
+
+    bank_no = 0
+    for (pi, n0, m0, mw), tiles in _prefetched(steps, load):
+        p = problems[pi]
+        bw = min(bn, n - n0)
+        widths = _n_tiles(bw)
+        for mt in nl.affine_range(-(-mw // TILE_M)):
+            mm = min(TILE_M, mw - mt * TILE_M)
+            r0 = m0 + mt * TILE_M
+            for g in nl.affine_range(-(-len(widths) // PSUM_GROUP)):
+                gws = widths[g * PSUM_GROUP : (g + 1) * PSUM_GROUP]
+                c0 = g * PSUM_GROUP * TILE_N
+                acc = nl.ndarray((TILE_M, sum(gws)), dtype=nl.float32, buffer=nl.psum,
+                                 name="gemm_acc")
+                if k:
+                    _matmuls(acc, tiles["a"], mt * TILE_M, mm, tiles["b"], c0, gws,
+                             _k_slots(k), True)
+                else:
+                    _zero_acc(acc, mm, sum(gws))
+                ctile = epi.tile_for(p.c, tiles["c"], mt, mm, c0, sum(gws))
+                _evacuate_store(epi, p.out, acc, ctile, mm, r0, n0 + c0, gws, bank_no)
+                bank_no += len(gws)
+                del acc
+
+
+def _row_blocks(m: int, bm: int) -> list[tuple[int, int]]:
+    """(first row, rows) of the streamed a^T blocks: one 128-row tile first when there are
+    several blocks, so the first matmuls wait for 128 rows of a rather than a whole block."""
+    if m <= bm:
+        return [(0, m)]
+    blocks = [(0, TILE_M)]
+    blocks += [(r, min(bm, m - r)) for r in range(TILE_M, m, bm)]
+    return blocks
+
+
+def _evacuate_store(epi, out: Mat, acc, ctile, mm, r0, col, widths, bank_no) -> None:
+    """PSUM -> SBUF through the epilogue, bank by bank on alternating engines, then one store
+    DMA for the group."""
+    gw = sum(widths)
+    res = nl.ndarray((TILE_M, gw), dtype=out.t.dtype, buffer=nl.sbuf, name="gemm_res")
+    for j, w in enumerate(widths):
+        engine = nisa.engine.vector if (bank_no + j) % 2 == 0 else nisa.engine.scalar
+        cols = slice(j * TILE_N, j * TILE_N + w)
+        part = None if ctile is None else (ctile if epi.kind == "column" else ctile[:, cols])
+        epi.apply(res[0:mm, cols], acc[0:mm, cols], engine, part)
+    nisa.dma_copy(dst=out.block(r0, mm, col, gw), src=res[0:mm, 0:gw])
+
+
+def _block(mat: Mat, k: int, w0: int, w: int, mode: str, split: int = PSUM_GROUP * TILE_N):
+    """An SBUF tile [128, KT, w] for all K rows of columns w0..w0+w of a [K, W] operand, and
+    the thunks that load it (kmajor_pieces), `split` columns at a time (in the order the
+    matmul groups use them) and K group by K group within."""
+    t = nl.ndarray((P_MAX, max(1, -(-k // P_MAX)), w), dtype=mat.t.dtype, buffer=nl.sbuf,
+                   name="gemm_opnd")
+    pieces = []
+    if k:
+        for c in range(0, w, split):
+            cw = min(split, w - c)
+            pieces += kmajor_pieces(t[:, :, c : c + cw], mat, 0, k, w0 + c, cw, mode)
+    return t, pieces
+
+
+def _cached(cache: dict, slot: str, key, pieces: list, make):
+    """The tile of `slot` for `key`: reused when the previous step loaded the same one (batch
+    broadcast, or a resident block shared by consecutive steps); a new one's load thunks are
+    appended to `pieces`."""
+    hit = cache.get(slot)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    t, thunks = make()
+    pieces.append(thunks)
+    cache[slot] = (key, t)
+    return t
+
+
+def _interleave(pieces: list[list]) -> None:
+    """Issue the load thunks of several operands alternately, K group by K group."""
+    for group in itertools.zip_longest(*pieces):
+        for thunk in group:
+            if thunk is not None:
+                thunk()
+
+
+def _prefetched(steps, load):
+    """Yield (step, tiles); the loads of step i+1 are issued before the caller's work on step i
+    (the DMA queue is in order: a load issued after step i's stores would wait for them)."""
+    if not steps:
+        return
+    nxt = load(steps[0])
+    for i, step in enumerate(steps):
+        cur = nxt
+        if i + 1 < len(steps):
+            nxt = load(steps[i + 1])
+        yield step, cur
+
+
+def _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
+    """K too large for a resident K x 512 block: per output tile group, stream K in chunks of
+    both operands (each reloaded per group), accumulating in PSUM across chunks."""
+    m, n = problems[0].out.rows, problems[0].out.cols
+    group_cols = PSUM_GROUP * TILE_N
+    per_tile = (TILE_M + group_cols) * isz * (2 if "pe_transpose" in (a_mode, b_mode) else 1)
+    kc = max(1, int(usable * STREAM_SHARE) // per_tile) * P_MAX  # rows per chunk
+    steps = [
+        (pi, r0, c0, k0) for pi in range(len(problems)) for r0 in range(0, m, TILE_M)
+        for c0 in range(0, n, group_cols) for k0 in range(0, k, kc)
+    ]
+
+    def load(step):
+        pi, r0, c0, k0 = step
+        p = problems[pi]
+        nk, mm, gw = min(kc, k - k0), min(TILE_M, m - r0), min(group_cols, n - c0)
+        kt = -(-nk // P_MAX)
+        a_sb = nl.ndarray((P_MAX, kt, mm), dtype=p.a_t.t.dtype, buffer=nl.sbuf, name="gemm_ak")
+        b_sb = nl.ndarray((P_MAX, kt, gw), dtype=p.b.t.dtype, buffer=nl.sbuf, name="gemm_bk")
+        _interleave([
+            kmajor_pieces(a_sb, p.a_t, k0, nk, r0, mm, a_mode),
+            kmajor_pieces(b_sb, p.b, k0, nk, c0, gw, b_mode),
+        ])
+        return a_sb, b_sb
+
+    cache: dict[str, tuple[Any, Any]] = {}
+    acc = None
+    bank_no = 0
+    for (pi, r0, c0, k0), (a_sb, b_sb) in _prefetched(steps, load):
+        p = problems[pi]
+        nk, mm, gw = min(kc, k - k0), min(TILE_M, m - r0), min(group_cols, n - c0)
+        if k0 == 0:
+            acc = nl.ndarray((TILE_M, gw), dtype=nl.float32, buffer=nl.psum, name="gemm_acc")
+        _matmuls(acc, a_sb, 0, mm, b_sb, 0, _n_tiles(gw), _k_slots(nk), k0 == 0)
+        if k0 + kc >= k:
+            widths = _n_tiles(gw)
+            ctile = epi.tile_for(p.c, epi.load_block(p.c, cache, r0, mm, c0, gw), 0, mm, 0, gw)
+            _evacuate_store(epi, p.out, acc, ctile, mm, r0, c0, widths, bank_no)
+            bank_no += len(widths)
+            acc = None
+
+
+# ---------------------------------------------------------------- reference
+
+
+def gemm_ref(a, b, c=None, alpha: float = 1.0, beta: float = 1.0) -> np.ndarray:
+    """beta * c + alpha * (a @ b) in float64, numpy broadcasting (beta = 0 ignores c)."""
+    prod = np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    out = alpha * prod
+    if c is not None and beta != 0:
+        out = out + beta * np.asarray(c, np.float64)
+    return out
