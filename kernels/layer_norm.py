@@ -1,0 +1,389 @@
+"""LayerNorm and RMSNorm over the last dim of a [R, D] strided view, forward and backward (the
+device kernels of aten.native_layer_norm, _fused_rms_norm and their backward), with references.
+
+Layer: kernel library (trnsim.kernels); written against the public NKI API only.
+
+Rows go on partitions (G rows per partition when rows are short; see kernels/_rows.py).
+Statistics are fp32; rows longer than one SBUF chunk take two passes (statistics, then the
+result). weight/bias sit on every partition for the whole kernel when they fit, else they
+are loaded per chunk. The weight/bias gradients reduce over all rows: fp32 accumulators in
+SBUF (one row of D per partition), summed across partitions by GpSimd at the end.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.nki import isa as nisa
+from trnsim.nki import language as nl
+
+from . import _rowops as ro
+from ._common import P_MAX, fail
+from ._norm_rows import Vectors, check_rows, check_vectors, const_col, norm_row_space
+from ._rows import Prefetch, plan_rows
+
+MAX_CHUNK_COLS = 8192  # columns per chunk when a row is longer than one SBUF tile holds
+ACC_SHARE = 0.5  # SBUF share for the grad_weight/grad_bias accumulators
+BN_STATS_FMAX = 512  # elements per bn_stats instruction (bn_stats_fmax)
+BN_STATS_WIDTH = 6  # bn_stats output per partition: (count, mean, var*count) x (even, odd)
+F32 = nl.float32
+
+
+# ---------------------------------------------------------------- forward
+def layer_norm_forward(out, mean, rstd, x, weight, bias, *, eps: float) -> None:
+    """out = (x - mean) * rstd * weight + bias over the last dim of x [R, D].
+
+    Dimensions:
+        x, out: [R, D] views, any strides. mean, rstd: R values (fp32 or any float dtype; may
+        be None). weight, bias: [D] views or None.
+
+    Args:
+        eps: added to the biased variance.
+
+    Notes:
+        Per row tile: VectorE bn_stats/bn_aggr for mean and variance (G = 1) or sums over the
+        block (G > 1); ScalarE rsqrt(var + eps) and the normalization x * rstd - mean * rstd
+        as one activation (G = 1); VectorE weight and bias.
+    """
+    _norm_forward("layer_norm", out, mean, rstd, x, weight, bias, eps, centered=True)
+
+
+def rms_norm_forward(out, rstd, x, weight, *, eps: float | None = None) -> None:
+    """out = x * rsqrt(mean(x^2) + eps) * weight over the last dim of x [R, D] (torch's
+    _fused_rms_norm; eps=None is finfo(float32).eps, the computation dtype's).
+
+    Dimensions:
+        x, out: [R, D] views, any strides. rstd: R values or None. weight: [D] or None.
+    """
+    eps = float(np.finfo(np.float32).eps) if eps is None else eps
+    _norm_forward("rms_norm", out, None, rstd, x, weight, None, eps, centered=False)
+
+
+def _norm_forward(what, out, mean, rstd, x, weight, bias, eps, centered) -> None:
+    r, d = check_rows(what, x, out=out)
+    vecs = Vectors(check_vectors(what, d, weight=weight, bias=bias), d)
+    space = norm_row_space(what, r, x, {"x": x, "out": out}, {"mean": mean, "rstd": rstd})
+    col_bytes = x.dtype.itemsize + out.dtype.itemsize + 8 + vecs.col_bytes
+    plan = plan_rows(space, col_bytes, x.dtype.itemsize, what, vecs.fixed_bytes, MAX_CHUNK_COLS)
+    eps_t = const_col(eps, "eps")
+    passes = 1 if len(plan.chunks) == 1 else 2
+
+    def load(req):
+        t, p, (c0, c1) = req
+        got = {"x": space.fetch(t, "x", x.dtype, c0, c1)}
+        if p == passes - 1:
+            got.update(vecs.load(t.parts, c0, c1))
+        return got
+
+    tiles = space.tiles(plan.g)
+    pf = Prefetch([(t, p, c) for t in tiles for p in range(passes) for c in plan.chunks], load)
+    for tile in tiles:
+        m, g = tile.parts, tile.g
+        mu, rs, xc, kept = _stats(pf, plan, m, g, d, eps_t[:m], centered)
+        for name, val in (("mean", mu), ("rstd", rs)):
+            if name in space.operands:
+                space.store(tile, name, val)
+        nmr = None
+        if centered and g == 1:  # bias of the activation x * rstd - mean * rstd
+            nmr = ro.sbuf((m, 1), F32, "neg_mean_rstd")
+            nisa.tensor_scalar(
+                dst=nmr, data=mu, op0=nl.multiply, operand0=rs, op1=nl.multiply, operand1=-1.0
+            )
+        for c, (c0, c1) in enumerate(plan.chunks):
+            ld = kept[c] if passes == 1 else pf.next()
+            w = vecs.view("weight", ld, m, g, c0, c1)
+            b = vecs.view("bias", ld, m, g, c0, c1)
+            src = ld["x"] if xc is None else xc
+            y = ro.sbuf(src.shape, out.dtype if w is None and b is None else F32, "xhat")
+            if g == 1:
+                ro.act_rows(y, src, nl.copy, bias=nmr, scale=rs)
+            else:
+                ro.apply_col(y, src, nl.multiply, rs)
+            for vec, op, last in ((w, nl.multiply, b is None), (b, nl.add, True)):
+                if vec is not None:
+                    z = ro.sbuf(src.shape, out.dtype if last else F32, "y")
+                    nisa.tensor_tensor(dst=z, data1=y, data2=vec, op=op)
+                    y = z
+            space.store(tile, "out", y, c0, c1)
+
+
+def _stats(pf: Prefetch, plan, m: int, g: int, d: int, eps_t, centered: bool):
+    """Pass 1 over the chunks of one row tile: (mean or None, rstd, centered block or None,
+    the loaded chunk when there is only one) with per-row values [parts, G]."""
+    n_chunks = len(plan.chunks)
+    rstd = ro.sbuf((m, g), F32, "rstd")
+    mean = xc = None
+    if centered and g == 1:
+        pieces = [
+            (c, p0, min(c1 - c0, p0 + BN_STATS_FMAX))
+            for c, (c0, c1) in enumerate(plan.chunks)
+            for p0 in range(0, c1 - c0, BN_STATS_FMAX)
+        ]
+        stats = ro.sbuf((m, len(pieces), BN_STATS_WIDTH), F32, "bn_stats")
+    else:
+        part = ro.sbuf((m, g, n_chunks), F32, "sum_sq")
+    kept = []
+    for c in range(n_chunks):
+        ld = pf.next()
+        xt = ld["x"]
+        if n_chunks == 1:
+            kept.append(ld)
+        if centered and g == 1:
+            for k, (_, p0, p1) in enumerate(pieces):
+                if pieces[k][0] == c:
+                    nisa.bn_stats(dst=stats[:, k, :], data=xt[:, 0, p0:p1])
+            continue
+        if centered:  # G > 1, one chunk: two-pass variance over the block
+            mean = ro.sbuf((m, g), F32, "mean")
+            ro.row_reduce(mean, xt, nl.add)
+            nisa.tensor_scalar(dst=mean, data=mean, op0=nl.multiply, operand0=1.0 / d)
+            xc = ro.sbuf(xt.shape, F32, "x_centered")
+            ro.apply_col(xc, xt, nl.subtract, mean)
+            xt = xc
+        sq = ro.sbuf(xt.shape, F32, "x_sq")
+        ro.act_rows(sq, xt, nl.square, sums=part[:, :, c])
+    if centered and g == 1:
+        mv = ro.sbuf((m, 2), F32, "mean_var")
+        nisa.bn_aggr(dst=mv, data=stats)
+        nisa.activation(dst=rstd, op=nl.rsqrt, data=mv[:, 1:2], bias=eps_t)
+        return mv[:, 0:1], rstd, None, kept
+    ss = part[:, :, 0]
+    if n_chunks > 1:
+        ss = ro.sbuf((m, g), F32, "sum_sq_total")
+        ro.row_reduce(ss, part, nl.add)
+    nisa.activation(dst=rstd, op=nl.rsqrt, data=ss, scale=1.0 / d, bias=eps_t)
+    return mean, rstd, xc, kept
+
+
+# ---------------------------------------------------------------- backward
+def layer_norm_backward(grad_x, grad_weight, grad_bias, grad_out, x, mean, rstd, weight) -> None:
+    """Gradients of layer_norm_forward (aten.native_layer_norm_backward); any output may be
+    None.
+
+    grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with xhat = (x - mean) * rstd,
+    gw = grad_out * weight; grad_weight = sum_rows(grad_out * xhat); grad_bias =
+    sum_rows(grad_out), accumulated in fp32 over all row tiles.
+
+    Dimensions:
+        grad_x, grad_out, x: [R, D]. mean, rstd: R values. weight, grad_weight, grad_bias: [D].
+    """
+    _norm_backward(
+        "layer_norm_backward",
+        grad_x,
+        grad_weight,
+        grad_bias,
+        grad_out,
+        x,
+        mean,
+        rstd,
+        weight,
+        centered=True,
+    )
+
+
+def rms_norm_backward(grad_x, grad_weight, grad_out, x, rstd, weight) -> None:
+    """Gradients of rms_norm_forward (torch's _fused_rms_norm_backward); any output may be None.
+
+    grad_x = rstd * (gw - xhat * mean(gw * xhat)) with xhat = x * rstd, gw = grad_out * weight;
+    grad_weight = sum_rows(grad_out * xhat).
+    """
+    _norm_backward(
+        "rms_norm_backward",
+        grad_x,
+        grad_weight,
+        None,
+        grad_out,
+        x,
+        None,
+        rstd,
+        weight,
+        centered=False,
+    )
+
+
+def _norm_backward(
+    what, grad_x, grad_weight, grad_bias, grad_out, x, mean, rstd, weight, centered: bool
+):
+    r, d = check_rows(what, x, grad_out=grad_out, grad_x=grad_x)
+    if rstd is None or (mean is None and centered):
+        fail(f"{what}: the saved statistics (mean, rstd) are required")
+    check_vectors(what, d, grad_weight=grad_weight, grad_bias=grad_bias)
+    vecs = Vectors(check_vectors(what, d, weight=weight), d)
+    space = norm_row_space(
+        what, r, x, {"x": x, "g": grad_out, "gx": grad_x}, {"mean": mean, "rstd": rstd}
+    )
+    accs = {
+        k: v for k, v in (("grad_weight", grad_weight), ("grad_bias", grad_bias)) if v is not None
+    }
+    g_max = max(1, -(-2048 // (d * x.dtype.itemsize)))
+    acc_bytes = 4 * d * g_max * len(accs)
+    acc_limit = int(ACC_SHARE * nl.tile_size.total_available_sbuf_size)
+    if acc_bytes > acc_limit:
+        fail(
+            f"{what}: D={d} needs {acc_bytes} bytes per partition for the fp32 weight/bias "
+            f"gradient accumulators; at most {acc_limit} fit"
+        )
+    col_bytes = x.dtype.itemsize + grad_out.dtype.itemsize + 20 + vecs.col_bytes
+    if grad_x is not None:
+        col_bytes += grad_x.dtype.itemsize
+    plan = plan_rows(
+        space, col_bytes, x.dtype.itemsize, what, vecs.fixed_bytes + acc_bytes, MAX_CHUNK_COLS
+    )
+    acc = {k: ro.sbuf((P_MAX, plan.g, d), F32, k + "_acc") for k in accs}
+    for t in acc.values():
+        nisa.memset(dst=t, value=0.0)
+    passes = 1 if len(plan.chunks) == 1 or grad_x is None else 2
+
+    def load(req):
+        t, _, (c0, c1) = req
+        got = {
+            "x": space.fetch(t, "x", x.dtype, c0, c1),
+            "g": space.fetch(t, "g", grad_out.dtype, c0, c1),
+        }
+        got.update(vecs.load(t.parts, c0, c1))
+        return got
+
+    tiles = space.tiles(plan.g)
+    pf = Prefetch([(t, p, c) for t in tiles for p in range(passes) for c in plan.chunks], load)
+    for tile in tiles:
+        _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d)
+    for name, t in acc.items():
+        full = t
+        if plan.g > 1:
+            full = ro.sbuf((P_MAX, d), F32, name + "_rows")
+            ro.row_reduce(full, t.permute((0, 2, 1)), nl.add)
+        else:
+            full = t[:, 0, :]
+        total = ro.sbuf((1, d), F32, name)
+        ro.partition_sum(total, full)
+        dst = accs[name]
+        nisa.dma_copy(dst=dst.ap([[0, 1], [dst.strides[0], d]], offset=dst.offset), src=total)
+
+
+def _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d) -> None:
+    m, g = tile.parts, tile.g
+    centered = "mean" in space.operands
+    rs = space.fetch(tile, "rstd", F32)
+    nmr = None
+    if centered:
+        mu = space.fetch(tile, "mean", F32)
+        nmr = ro.sbuf((m, g), F32, "neg_mean_rstd")
+        nisa.tensor_tensor(dst=nmr, data1=mu, data2=rs, op=nl.multiply)
+        nisa.tensor_scalar(dst=nmr, data=nmr, op0=nl.multiply, operand0=-1.0)
+    n_chunks = len(plan.chunks)
+    sums = ro.sbuf((m, g, 2, n_chunks), F32, "row_sums")
+    kept = []
+    for c, (c0, c1) in enumerate(plan.chunks):
+        ld = pf.next()
+        xhat, gw = _xhat_gw(ld, vecs, rs, nmr, m, g, c0, c1)
+        if grad_x is not None:
+            prod = ro.sbuf(xhat.shape, F32, "gw_xhat")
+            nisa.tensor_tensor(dst=prod, data1=gw, data2=xhat, op=nl.multiply)
+            ro.row_reduce(sums[:, :, 0, c], prod, nl.add)
+            if centered:
+                ro.row_reduce(sums[:, :, 1, c], gw, nl.add)
+        _accumulate(acc, ld["g"], xhat, m, g, c0, c1)
+        if n_chunks == 1:
+            kept.append((ld, xhat, gw))
+    if grad_x is None:
+        return
+    tot = sums[:, :, :, 0]
+    if n_chunks > 1:
+        tot = ro.sbuf((m, g, 2), F32, "row_sums_total")
+        nisa.tensor_reduce(dst=tot, op=nl.add, data=sums, axis=3)
+    # grad_x = (gw * rstd - rstd * s1 / D) - xhat * (rstd * s2 / D)
+    a = ro.sbuf((m, g), F32, "coef_xhat")
+    nisa.scalar_tensor_tensor(
+        dst=a, data=tot[:, :, 0], op0=nl.multiply, operand0=1.0 / d, op1=nl.multiply, operand1=rs
+    )
+    cm = None
+    if centered:
+        cm = ro.sbuf((m, g), F32, "coef_mean")
+        nisa.scalar_tensor_tensor(
+            dst=cm,
+            data=tot[:, :, 1],
+            op0=nl.multiply,
+            operand0=1.0 / d,
+            op1=nl.multiply,
+            operand1=rs,
+        )
+    for c, (c0, c1) in enumerate(plan.chunks):
+        if n_chunks == 1:
+            ld, xhat, gw = kept[c]
+        else:
+            ld = pf.next()
+            xhat, gw = _xhat_gw(ld, vecs, rs, nmr, m, g, c0, c1)
+        t = ro.sbuf(xhat.shape, F32, "gw_rstd")
+        ro.apply_col(t, gw, nl.multiply, rs, nl.subtract if centered else None, cm)
+        gx = ro.sbuf(xhat.shape, grad_x.dtype, "grad_x")
+        ro.fma_col(gx, xhat, nl.multiply, a, nl.subtract, t, reverse1=True)
+        space.store(tile, "gx", gx, c0, c1)
+
+
+def _xhat_gw(ld, vecs, rs, nmr, m, g, c0, c1):
+    """xhat = (x - mean) * rstd (ScalarE for G = 1) and gw = grad_out * weight of a chunk."""
+    xt, gt = ld["x"], ld["g"]
+    xhat = ro.sbuf(xt.shape, F32, "xhat")
+    if g == 1:
+        ro.act_rows(xhat, xt, nl.copy, bias=nmr, scale=rs)
+    else:
+        ro.apply_col(xhat, xt, nl.multiply, rs, None if nmr is None else nl.add, nmr)
+    w = vecs.view("weight", ld, m, g, c0, c1)
+    if w is None:
+        return xhat, gt
+    gw = ro.sbuf(xt.shape, F32, "gw")
+    nisa.tensor_tensor(dst=gw, data1=gt, data2=w, op=nl.multiply)
+    return xhat, gw
+
+
+def _accumulate(acc: dict, gt, xhat, m: int, g: int, c0: int, c1: int) -> None:
+    """grad_weight += grad_out * xhat, grad_bias += grad_out (per partition and slot; GpSimd
+    adds, off the VectorE path)."""
+    if "grad_weight" in acc:
+        prod = ro.sbuf(xhat.shape, F32, "g_xhat")
+        nisa.tensor_tensor(dst=prod, data1=gt, data2=xhat, op=nl.multiply)
+        dst = acc["grad_weight"][:m, :g, c0:c1]
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=prod, op=nl.add, engine=nisa.engine.gpsimd)
+    if "grad_bias" in acc:
+        dst = acc["grad_bias"][:m, :g, c0:c1]
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=gt, op=nl.add, engine=nisa.engine.gpsimd)
+
+
+# ---------------------------------------------------------------- references
+def layer_norm_ref(x, weight=None, bias=None, eps=1e-5):
+    """(out, mean, rstd) of LayerNorm over the last axis, float64."""
+    x64 = np.asarray(x, dtype=np.float64)
+    mean = x64.mean(axis=-1)
+    rstd = 1.0 / np.sqrt(x64.var(axis=-1) + eps)
+    y = (x64 - mean[:, None]) * rstd[:, None]
+    if weight is not None:
+        y = y * np.asarray(weight, np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, np.float64)
+    return y, mean, rstd
+
+
+def rms_norm_ref(x, weight=None, eps=None):
+    """(out, rstd) of RMSNorm over the last axis, float64 (eps None: finfo(float32).eps)."""
+    eps = float(np.finfo(np.float32).eps) if eps is None else eps
+    x64 = np.asarray(x, dtype=np.float64)
+    rstd = 1.0 / np.sqrt((x64 * x64).mean(axis=-1) + eps)
+    y = x64 * rstd[:, None]
+    if weight is not None:
+        y = y * np.asarray(weight, np.float64)
+    return y, rstd
+
+
+def norm_backward_ref(grad_out, x, mean, rstd, weight=None):
+    """(grad_x, grad_weight, grad_bias) of LayerNorm (mean given) or RMSNorm (mean None),
+    float64, from the saved statistics."""
+    g = np.asarray(grad_out, np.float64)
+    x64 = np.asarray(x, np.float64)
+    rs = np.asarray(rstd, np.float64)[:, None]
+    mu = 0.0 if mean is None else np.asarray(mean, np.float64)[:, None]
+    xhat = (x64 - mu) * rs
+    gw = g if weight is None else g * np.asarray(weight, np.float64)
+    inner = gw - xhat * (gw * xhat).mean(axis=-1, keepdims=True)
+    if mean is not None:
+        inner = inner - gw.mean(axis=-1, keepdims=True)
+    return rs * inner, (g * xhat).sum(axis=0), g.sum(axis=0)
