@@ -71,6 +71,9 @@ def register() -> Runtime:
     printing.install(rt)
     serialization.install(rt)
     user_kernels.install(rt)
+    from trnsim.aliases import install_torch_aliases
+
+    install_torch_aliases()
     return rt
 
 

@@ -121,6 +121,7 @@ def launch(kernel: Any, *args: Any, op: str = "", names: tuple[str, ...] = (),
 
 def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRecord:
     """Time a finished launch, advance the clock, give it to open profiling sessions."""
+    from trnsim.nki.runner import _RECORDER
     from trnsim.timing.profile import time_program
 
     prof = time_program(run.program, rt.chip)
@@ -130,10 +131,27 @@ def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRec
         rt.clock_ns += prof.latency_ns
         rt.launch_count += 1
         sessions = list(rt.sessions)
-    if sessions:
+    # `trnsim profile script.py` records launches in a sink it sets in the script's thread;
+    # run_kernel has put this launch there already unless it ran on autograd's thread.
+    sink = _RECORDER.get()
+    if sink is not None:
+        rt.cli_sink = sink
+    cli = rt.cli_sink
+    if sessions or cli is not None:
         rec.loc = user_location()
         rec.backward = autograd_node()
         rec.profile = prof
         for s in sessions:
             s.add(rec)
+        if cli is not None:
+            run.kernel_name = label(rec)
+            if sink is None:
+                cli.append(run)
     return rec
+
+
+def label(rec: LaunchRecord) -> str:
+    """How timelines name a launch: op, autograd node, user's source line."""
+    where = f" {rec.loc.short()}" if rec.loc is not None else ""
+    back = f" [{rec.backward}]" if rec.backward else ""
+    return f"{rec.op}{back}{where}"

@@ -45,6 +45,7 @@ class Runtime:
         self.launch_count = 0
         self.sessions: list[Any] = []  # open profile_torch sessions (backend.profiler)
         self.kernel_errors = 0
+        self.cli_sink: Any = None  # `trnsim profile`'s launch list, once seen
 
     # ------------------------------------------------------------ memory
     @property

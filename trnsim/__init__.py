@@ -39,6 +39,14 @@ def profile(kernel: Any, *args: Any, chip: Any = "trn2", **kwargs: Any) -> Any:
     return _profile(kernel, *args, chip=chip, **kwargs)
 
 
+def profile_torch(dma_rows: str = "queue") -> Any:
+    """`with trnsim.profile_torch() as p:` around PyTorch code on the trn device: one
+    timeline of every kernel it launched (trnsim.backend.profiler.TorchProfile)."""
+    from trnsim.backend.profiler import profile_torch as _profile_torch
+
+    return _profile_torch(dma_rows)
+
+
 __all__ = ["AllocationError", "ConstraintError", "KernelError", "OutOfBoundsError", "SpecError",
            "TrnsimError", "UnsupportedError", "__version__", "chips", "install_nki_aliases",
-           "load_chip", "profile"]
+           "load_chip", "profile", "profile_torch"]

@@ -83,3 +83,21 @@ def install_nki_aliases(force: bool = False) -> list[str]:
     else:
         sys.meta_path.insert(0, _AliasFinder(chosen))
     return sorted(chosen)
+
+
+# Installed lazily: importing the target registers the PyTorch device (and imports torch), so
+# it is looked up only when a script imports the alias.
+TORCH_ALIASES = {"torch_neuronx": "trnsim.backend.torch_neuronx"}
+
+
+def install_torch_aliases() -> list[str]:
+    """Make `import torch_neuronx` serve trnsim's (nki_op, wrap_nki) where no real
+    torch-neuronx is installed. Nothing is imported until a script imports it."""
+    chosen = {a: r for a, r in TORCH_ALIASES.items() if not _real_installation(a)}
+    for f in sys.meta_path:
+        if isinstance(f, _AliasFinder):
+            f.prefixes.update(chosen)
+            break
+    else:
+        sys.meta_path.insert(0, _AliasFinder(chosen))
+    return sorted(chosen)

@@ -36,10 +36,12 @@ def _configure_run(p: argparse.ArgumentParser) -> None:
 
 
 def run_script(script: str, script_args: list[str]) -> None:
-    """Run a script as __main__ with `nki` and `neuronxcc.nki` resolving to trnsim."""
-    from trnsim.aliases import install_nki_aliases
+    """Run a script as __main__ with `nki`, `neuronxcc.nki` (and, where torch-neuronx is not
+    installed, `torch_neuronx`) resolving to trnsim."""
+    from trnsim.aliases import install_nki_aliases, install_torch_aliases
 
     install_nki_aliases()
+    install_torch_aliases()
     sys.argv = [script, *script_args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     runpy.run_path(script, run_name="__main__")

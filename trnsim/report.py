@@ -375,8 +375,10 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def concatenate(profiles: Sequence[tuple[str, Profile]], dma_rows: str = "queue") -> Trace:
-    """One trace of several launches laid end to end, with a `Kernels` row naming each."""
+def concatenate(profiles: Sequence[tuple[str, Profile]], dma_rows: str = "queue",
+                launch_args: Sequence[dict[str, Any]] | None = None) -> Trace:
+    """One trace of several launches laid end to end, with a `Kernels` row naming each
+    (`launch_args`: extra slice arguments per launch, e.g. the ATen op and source line)."""
     slices: list[Slice] = []
     counters: list[Counter] = []
     tracks: list[tuple[str, str]] = [("Kernels", "launches")]
@@ -384,8 +386,9 @@ def concatenate(profiles: Sequence[tuple[str, Profile]], dma_rows: str = "queue"
     id_base = 0
     for n, (name, p) in enumerate(profiles):
         t = to_trace(p, name, dma_rows, offset, id_base)
+        args = {"launch": n, **(launch_args[n] if launch_args else {})}
         slices.append(Slice(id_base + 10**9, "Kernels", name or f"kernel {n}", offset,
-                            offset + p.latency_ns, "kernel", {"launch": n}))
+                            offset + p.latency_ns, "kernel", args))
         slices += t.slices
         for tr in t.tracks:
             if tr not in tracks:
