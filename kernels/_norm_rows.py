@@ -1,5 +1,6 @@
 """Shared pieces of the norm device kernels (kernels/layer_norm.py): argument checks, the
-row space of a [R, D] view with its per-row statistics, and weight/bias on every partition.
+row space of a [R, D] view with its per-row statistics, weight/bias on every partition, and
+the fp32 accumulators of the weight/bias gradients (summed over G and the partitions at the end).
 
 Layer: kernel library (trnsim.kernels); written against the public NKI API only.
 """
@@ -15,6 +16,7 @@ from ._rows import RowSpace, broadcast_vector, col_operand, vector_operand
 
 DTYPES = ("bfloat16", "float16", "float32")
 RESIDENT_SHARE = 0.25  # SBUF share for weight/bias kept on every partition for the kernel
+ACC_SHARE = 0.5  # SBUF share for the grad_weight/grad_bias accumulators
 F32 = nl.float32
 
 
@@ -94,3 +96,42 @@ def norm_row_space(what: str, r: int, x, cols: dict, rows: dict) -> RowSpace:
         if v is not None:
             ops[k] = vector_operand(v, r, what, k)
     return RowSpace((r,), x.shape[1], ops)
+
+
+# ---------------------------------------------------------------- weight/bias gradients
+def acc_bytes(n_accs: int, g: int) -> int:
+    """SBUF bytes per partition and column for n_accs accumulators of G slots, the G-summed
+    rows (G > 1) and the partition-summed row of store_accs."""
+    return 0 if n_accs == 0 else 4 * (n_accs * g + (g > 1) + 1)
+
+
+def acc_columns(d: int, bytes_per_col: int) -> int:
+    """Columns of weight/bias gradient accumulators that fit in ACC_SHARE of SBUF (all D, or
+    a multiple of 512)."""
+    if bytes_per_col == 0:
+        return d
+    cols = int(ACC_SHARE * nl.tile_size.total_available_sbuf_size // bytes_per_col)
+    return d if cols >= d else max(512, cols // 512 * 512)
+
+
+def zero_accs(accs: dict, g: int, cols: int) -> dict:
+    acc = {k: ro.sbuf((P_MAX, g, cols), F32, k + "_acc") for k in accs}
+    for t in acc.values():
+        nisa.memset(dst=t, value=0.0)
+    return acc
+
+
+def store_accs(acc: dict, dsts: dict, g: int, a0: int, a1: int) -> None:
+    """Sum accumulators [128, G, cols] over G and the partitions; store to dsts[k][a0:a1].
+    One [1, cols] row serves every accumulator in turn (acc_bytes counts it)."""
+    cols = a1 - a0
+    total = ro.sbuf((1, cols), F32, "grad_total") if acc else None
+    for name, t in acc.items():
+        full = t[:, 0, :]
+        if g > 1:
+            full = ro.sbuf((P_MAX, cols), F32, name + "_rows")
+            ro.row_reduce(full, t.permute((0, 2, 1)), nl.add)
+        ro.partition_sum(total, full)
+        dst = dsts[name]
+        step = dst.strides[0]
+        nisa.dma_copy(dst=dst.ap([[0, 1], [step, cols]], offset=dst.offset + a0 * step), src=total)

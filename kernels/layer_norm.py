@@ -18,12 +18,21 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
 from . import _rowops as ro
-from ._common import P_MAX, fail
-from ._norm_rows import Vectors, check_rows, check_vectors, const_col, norm_row_space
-from ._rows import Prefetch, plan_rows
+from ._common import fail
+from ._norm_rows import (
+    Vectors,
+    acc_bytes,
+    acc_columns,
+    check_rows,
+    check_vectors,
+    const_col,
+    norm_row_space,
+    store_accs,
+    zero_accs,
+)
+from ._rows import MIN_DMA_BYTES, Prefetch, plan_rows
 
 MAX_CHUNK_COLS = 8192  # columns per chunk when a row is longer than one SBUF tile holds
-ACC_SHARE = 0.5  # SBUF share for the grad_weight/grad_bias accumulators
 BN_STATS_FMAX = 512  # elements per bn_stats instruction (bn_stats_fmax)
 BN_STATS_WIDTH = 6  # bn_stats output per partition: (count, mean, var*count) x (even, odd)
 F32 = nl.float32
@@ -215,23 +224,15 @@ def _norm_backward(
     accs = {
         k: v for k, v in (("grad_weight", grad_weight), ("grad_bias", grad_bias)) if v is not None
     }
-    g_max = max(1, -(-2048 // (d * x.dtype.itemsize)))
-    acc_bytes = 4 * d * g_max * len(accs)
-    acc_limit = int(ACC_SHARE * nl.tile_size.total_available_sbuf_size)
-    if acc_bytes > acc_limit:
-        fail(
-            f"{what}: D={d} needs {acc_bytes} bytes per partition for the fp32 weight/bias "
-            f"gradient accumulators; at most {acc_limit} fit"
-        )
+    g_max = max(1, -(-MIN_DMA_BYTES // (d * x.dtype.itemsize)))
+    acc_cols = acc_columns(d, acc_bytes(len(accs), g_max))
     col_bytes = x.dtype.itemsize + grad_out.dtype.itemsize + 20 + vecs.col_bytes
     if grad_x is not None:
         col_bytes += grad_x.dtype.itemsize
-    plan = plan_rows(
-        space, col_bytes, x.dtype.itemsize, what, vecs.fixed_bytes + acc_bytes, MAX_CHUNK_COLS
-    )
-    acc = {k: ro.sbuf((P_MAX, plan.g, d), F32, k + "_acc") for k in accs}
-    for t in acc.values():
-        nisa.memset(dst=t, value=0.0)
+    fixed = vecs.fixed_bytes + acc_bytes(len(accs), g_max) * acc_cols
+    plan = plan_rows(space, col_bytes, x.dtype.itemsize, what, fixed, MAX_CHUNK_COLS)
+    fused = acc_cols >= d  # accumulate the weight/bias gradients in the grad_x sweep
+    acc = zero_accs(accs, plan.g, d) if fused else {}
     passes = 1 if len(plan.chunks) == 1 or grad_x is None else 2
 
     def load(req):
@@ -244,32 +245,48 @@ def _norm_backward(
         return got
 
     tiles = space.tiles(plan.g)
-    pf = Prefetch([(t, p, c) for t in tiles for p in range(passes) for c in plan.chunks], load)
-    for tile in tiles:
-        _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d)
-    for name, t in acc.items():
-        full = t
-        if plan.g > 1:
-            full = ro.sbuf((P_MAX, d), F32, name + "_rows")
-            ro.row_reduce(full, t.permute((0, 2, 1)), nl.add)
-        else:
-            full = t[:, 0, :]
-        total = ro.sbuf((1, d), F32, name)
-        ro.partition_sum(total, full)
-        dst = accs[name]
-        nisa.dma_copy(dst=dst.ap([[0, 1], [dst.strides[0], d]], offset=dst.offset), src=total)
+    if grad_x is not None or fused:
+        reqs = [(t, p, c) for t in tiles for p in range(passes) for c in plan.chunks]
+        pf = Prefetch(reqs, load)
+        for tile in tiles:
+            _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d)
+        store_accs(acc, accs, plan.g, 0, d)
+        if fused:
+            return
+    # D too wide for accumulators of whole rows: one more sweep per block of acc_cols columns
+    for a0 in range(0, d, acc_cols):
+        a1 = min(d, a0 + acc_cols)
+        acc = None  # free the previous block's accumulators before allocating the next
+        acc = zero_accs(accs, plan.g, a1 - a0)
+        chunks = [(c0, min(a1, c0 + plan.chunks[0][1])) for c0 in range(a0, a1, plan.chunks[0][1])]
+        pf = Prefetch([(t, 0, c) for t in tiles for c in chunks], load)
+        for tile in tiles:
+            rs, nmr = _row_stats(space, tile)
+            for c0, c1 in chunks:
+                ld = pf.next()
+                xhat, _ = _xhat_gw(ld, None, rs, nmr, tile.parts, tile.g, c0, c1)
+                _accumulate(acc, ld["g"], xhat, tile.parts, tile.g, c0 - a0, c1 - a0)
+        store_accs(acc, accs, plan.g, a0, a1)
+
+
+def _row_stats(space, tile):
+    """rstd and -mean * rstd (None for RMSNorm) of a tile, [parts, G] fp32."""
+    m, g = tile.parts, tile.g
+    rs = space.fetch(tile, "rstd", F32)
+    if "mean" not in space.operands:
+        return rs, None
+    mu = space.fetch(tile, "mean", F32)
+    nmr = ro.sbuf((m, g), F32, "neg_mean_rstd")
+    nisa.scalar_tensor_tensor(
+        dst=nmr, data=mu, op0=nl.multiply, operand0=-1.0, op1=nl.multiply, operand1=rs
+    )
+    return rs, nmr
 
 
 def _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d) -> None:
     m, g = tile.parts, tile.g
     centered = "mean" in space.operands
-    rs = space.fetch(tile, "rstd", F32)
-    nmr = None
-    if centered:
-        mu = space.fetch(tile, "mean", F32)
-        nmr = ro.sbuf((m, g), F32, "neg_mean_rstd")
-        nisa.tensor_tensor(dst=nmr, data1=mu, data2=rs, op=nl.multiply)
-        nisa.tensor_scalar(dst=nmr, data=nmr, op0=nl.multiply, operand0=-1.0)
+    rs, nmr = _row_stats(space, tile)
     n_chunks = len(plan.chunks)
     sums = ro.sbuf((m, g, 2, n_chunks), F32, "row_sums")
     kept = []
@@ -328,7 +345,7 @@ def _xhat_gw(ld, vecs, rs, nmr, m, g, c0, c1):
         ro.act_rows(xhat, xt, nl.copy, bias=nmr, scale=rs)
     else:
         ro.apply_col(xhat, xt, nl.multiply, rs, None if nmr is None else nl.add, nmr)
-    w = vecs.view("weight", ld, m, g, c0, c1)
+    w = None if vecs is None else vecs.view("weight", ld, m, g, c0, c1)
     if w is None:
         return xhat, gt
     gw = ro.sbuf(xt.shape, F32, "gw")

@@ -298,3 +298,18 @@ def test_random_shapes(seed):
     want = ln.norm_backward_ref(g, x, mu, rs, w)
     assert_close(got[0], want[0], "float32", 4, abs_frac=1)
     assert_close(got[1], want[1], "float32", 8, abs_frac=1)
+
+
+@pytest.mark.parametrize("grad_x", [True, False], ids=["all", "no-grad-x"])
+def test_backward_wide_rows_accumulate_by_column_blocks(rng, monkeypatch, grad_x):
+    """Accumulators of whole rows do not fit: the weight/bias gradients take one more sweep
+    per block of 512 columns (a small ACC_SHARE stands in for D in the tens of thousands)."""
+    from trnsim.kernels import _norm_rows
+
+    monkeypatch.setattr(_norm_rows, "ACC_SHARE", 0.02)
+    x, g, w, mu, rs = _bwd_case(rng, 140, 1100, True, rms=False)
+    got = _ln_backward(x, g, w, mu, rs, (grad_x, True, True))
+    want = ln.norm_backward_ref(g, x, mu, rs, w)
+    for on, a, b in zip((grad_x, True, True), got, want, strict=True):
+        if on:
+            assert_close(a, b, "float32", 4, abs_frac=1)
