@@ -12,4 +12,5 @@ from trnsim.backend.ops import (  # noqa: F401
     optim,
     pointwise,
     reductions,
+    softmax,
 )
