@@ -10,7 +10,7 @@ one value per row (mean, rstd, lse, loss, target). Row dims that are mergeable i
 operand are coalesced, so a contiguous tensor has one row dim whatever its rank. Rows are
 tiled as *super-rows* of G consecutive rows of the innermost row dim, up to 128 super-rows per
 tile (one per partition); a tile whose rows do not form one rectangle of the row dims is loaded
-with one DMA per rectangle (`_blocks`). Rows of the innermost dim that do not fill a super-row
+with one DMA per rectangle (`flat_blocks`). Rows of the innermost dim that do not fill a super-row
 go to tiles with G = 1.
 """
 
@@ -79,7 +79,7 @@ def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     return tuple(n for n, _ in out), [tuple(ss[k] for _, ss in out) for k in range(len(strides))]
 
 
-def _blocks(a: int, b: int, sizes: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], int, int]]:
+def flat_blocks(a: int, b: int, sizes: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], int, int]]:
     """Flat row-major range [a, b) of an index space of `sizes`, as rectangles
     (prefix index, lo, hi): dim len(prefix) runs over [lo, hi), the inner dims in full."""
     if len(sizes) == 1:
@@ -89,17 +89,17 @@ def _blocks(a: int, b: int, sizes: tuple[int, ...]) -> Iterator[tuple[tuple[int,
     i0, r0 = divmod(a, inner)
     i1, r1 = divmod(b, inner)
     if i0 == i1:
-        for pre, lo, hi in _blocks(r0, r1, sizes[1:]):
+        for pre, lo, hi in flat_blocks(r0, r1, sizes[1:]):
             yield (i0, *pre), lo, hi
         return
     if r0:
-        for pre, lo, hi in _blocks(r0, inner, sizes[1:]):
+        for pre, lo, hi in flat_blocks(r0, inner, sizes[1:]):
             yield (i0, *pre), lo, hi
         i0 += 1
     if i1 > i0:
         yield (), i0, i1
     if r1:
-        for pre, lo, hi in _blocks(0, r1, sizes[1:]):
+        for pre, lo, hi in flat_blocks(0, r1, sizes[1:]):
             yield (i1, *pre), lo, hi
 
 
@@ -154,7 +154,7 @@ class RowSpace:
         for a in range(0, total, P_MAX):
             b = min(total, a + P_MAX)
             blocks, p = [], 0
-            for pre, lo, hi in _blocks(a, b, sizes):
+            for pre, lo, hi in flat_blocks(a, b, sizes):
                 offs, pats = {}, {}
                 for name, op in self.operands.items():
                     st = self.strides[name]
