@@ -1,23 +1,11 @@
 """Reductions over any subset of the axes of a strided tensor (the device kernels of aten.sum,
-mean, prod, amax, amin, all, any, count_nonzero, linalg_vector_norm, logsumexp, var, std and
-var_mean), with float64 references.
+mean, prod, amax, amin, all, any, count_nonzero, linalg_vector_norm, logsumexp, var, std,
+var_mean, max/min with indices, argmax and argmin), with float64 references.
 
-Layer: kernel library (trnsim.kernels); written against the public NKI API only.
-
-Two layouts (`_plan`):
-
-* **rows** (at least 64 outputs, or short reductions): the kept axes are rows on partitions
-  (`_rows.RowSpace`, G rows per partition when rows are short), the reduced axes the free axis
-  (`_boxes.Group`, one DMA per box of at most 4096 elements); each box reduces to a partial
-  state slot, the slots of a row combine once at the end.
-* **columns** (fewer than 64 outputs and a long reduction, e.g. a full reduction): the reduced
-  axes are spread over all 128 partitions (G consecutive elements per partition), the kept
-  axes along the free axis; each tile reduces its G elements per partition into a slot, the
-  slots combine per partition, and the 128 partials fold into partition 0 (GpSimd
-  tensor_partition_reduce for sums and maxima, otherwise one SBUF->SBUF DMA and a free-axis
-  combine).
-
-The arithmetic of each reduction lives in `_reduce_ops` (states, leaf, combine, fold, finish).
+Layer: kernel library (trnsim.kernels); written against the public NKI API only. The tile
+layouts (kept axes on partitions, or a long reduction spread over all 128 partitions) are in
+`_reduce_layout`; the arithmetic of each reduction as partial states in `_reduce_ops` and
+`_arg_ops`.
 """
 
 from __future__ import annotations
@@ -29,46 +17,18 @@ import numpy as np
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
+from . import _arg_ops as aops
 from . import _intops as io
 from . import _reduce_ops as rops
-from ._boxes import Group, hbm
+from . import _rowops as ro
 from ._common import fail
-from ._rows import MIN_DMA_BYTES, P_MAX, Operand, Prefetch, RowSpace
-
-DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint8", "bool")
-FLOATS = ("float32", "bfloat16", "float16")
-TILE_ELEMS = 4096  # elements per partition of one data tile (16 KiB of fp32 temporaries)
-COLUMN_MAX_OUTPUTS = 64  # at most this many outputs use the columns layout
-COLUMN_MIN_REDUCED = 2048  # ... when each reduces at least this many elements
+from ._reduce_layout import Reducer, Tensor, run
 
 
 # ---------------------------------------------------------------- arguments
-class Tensor:
-    """A kernel argument: its logical view (an int64 pair view's low words) and whether it is
-    an int64 pair view (docs/device-kernels.md)."""
-
-    def __init__(self, view, pair: bool):
-        self.full = view
-        self.pair = pair
-        self.view = view.select(len(view.shape) - 1, 0) if pair else view
-        self.shape = tuple(int(s) for s in self.view.shape)
-        self.dtype = "int64" if pair else str(view.dtype)
-
-
-def _tensor(what: str, name: str, view, int64) -> Tensor:
-    pair = name in tuple(int64)
-    if pair and (str(view.dtype) != "int32" or view.shape[-1] != 2):
-        fail(f"{what}: {name} is named in int64= but is not an int32 pair view [..., 2] "
-             f"(shape {list(view.shape)}, dtype {view.dtype})")
-    t = Tensor(view, pair)
-    if not pair and t.dtype not in DTYPES:
-        fail(f"{what}: {name} dtype {t.dtype} is not one of {', '.join(DTYPES)} (or int64)")
-    return t
-
-
 def _dims(what: str, dims, rank: int) -> tuple[int, ...]:
     items = list(range(rank)) if dims is None else (
-        [dims] if isinstance(dims, int) else list(dims))
+        [dims] if isinstance(dims, (int, np.integer)) else list(dims))
     if not items:
         items = list(range(rank))  # torch: dim=[] reduces every axis
     out = []
@@ -89,113 +49,54 @@ def _check_out(what: str, name: str, out: Tensor, x: Tensor, dims: tuple[int, ..
              f"{list(x.shape)} needs {list(want)} (reduced axes kept with size 1)")
 
 
-# ---------------------------------------------------------------- driver
-def _run(what: str, op: rops.Op, outs: list[tuple[Tensor, rops.Op | None]], x: Tensor,
-         dims: tuple[int, ...], correction: float = 0.0, std: bool = False) -> None:
-    """Reduce x over `dims` into each out (an out with its own finishing op, e.g. the mean of
-    var_mean, gets that op's result from the same states)."""
-    is_int = x.dtype not in FLOATS
-    if op.float_only and is_int:
+# ---------------------------------------------------------------- reducers
+class _States(Reducer):
+    """sum/mean/.../var through _reduce_ops; `posts` finish each output (var_mean's mean)."""
+
+    def __init__(self, op: rops.Op, outs: list[Tensor], exact: bool, count: int,
+                 correction: float = 0.0, std: bool = False, posts=None):
+        self.op, self.outs, self.exact, self.count = op, outs, exact, count
+        self.correction, self.std = correction, std
+        self.posts = posts or [op] * len(outs)
+
+    def state(self, p, a, slots, fill):
+        return rops.new_state(self.op, p, a, slots, self.exact, fill)
+
+    def leaf(self, data, d, pos):
+        rops.leaf(self.op, data, d, self.exact)
+
+    def combine(self, st):
+        return rops.combine(self.op, st, self.exact)
+
+    def fold(self, st):
+        return rops.fold(self.op, st, self.exact)
+
+    def results(self, res, shape):
+        out = []
+        for o, post in zip(self.outs, self.posts, strict=True):
+            as_int = o.pair or (self.exact and o.dtype == "int32")
+            r = ro.sbuf(shape, nl.int32 if as_int else o.view.dtype, "res")
+            rops.finish(post, res, r, self.count, self.correction, self.exact, self.std)
+            out.append(_words(r) if o.pair else r)
+        return out
+
+
+def _words(r):
+    w = ro.sbuf((*r.shape, 2), nl.int32, "res_i64")
+    io.int64_words(w, r)
+    return w
+
+
+def _run(what: str, op: rops.Op, outs: list[Tensor], x: Tensor, dims: tuple[int, ...],
+         correction: float = 0.0, std: bool = False, posts=None) -> None:
+    if op.float_only and not x.is_float:
         fail(f"{what}: x dtype {x.dtype} is not a floating-point dtype; torch computes "
              f"{op.name} only for floating-point tensors")
-    exact = op.exact_int and is_int
-    for out, _ in outs:
-        _check_out(what, "out", out, x, dims)
-    kept = [a for a in range(len(x.shape)) if a not in dims]
-    n_out = math.prod(x.shape[a] for a in kept)
-    n_red = math.prod(x.shape[a] for a in dims)
-    if n_out <= COLUMN_MAX_OUTPUTS and n_red >= COLUMN_MIN_REDUCED:
-        _columns(op, outs, x, kept, list(dims), exact, n_red, correction, std)
-    else:
-        _rows_layout(op, outs, x, kept, list(dims), exact, n_red, correction, std)
-
-
-def _load_dtype(x: Tensor, exact: bool):
-    return nl.int32 if exact else x.view.dtype
-
-
-def _rows_layout(op, outs, x, kept, red, exact, n_red, correction, std) -> None:
-    xv = x.view
-    operands = {"x": Operand(xv, tuple(xv.strides[a] for a in kept), None)}
-    for i, (o, _) in enumerate(outs):
-        operands[f"out{i}"] = Operand(o.view, tuple(o.view.strides[a] for a in kept), None)
-    space = RowSpace(tuple(x.shape[a] for a in kept), n_red, operands)
-    cols = Group.of([xv], red)
-    boxes = cols.boxes(TILE_ELEMS)
-    g = 1
-    if len(boxes) == 1:
-        isz = max(1, xv.dtype.itemsize)
-        g = min(-(-MIN_DMA_BYTES // (n_red * isz)), TILE_ELEMS // n_red,
-                -(-space.n_rows // P_MAX))
-    tiles = space.tiles(max(1, g))
-    dtype = _load_dtype(x, exact)
-
-    def load(req):
-        tile, box = req
-        t = rops.sbuf((tile.parts, tile.g, box.size), dtype, "x_tile")
-        for blk in tile.blocks:
-            nisa.dma_copy(dst=t[blk.p0 : blk.p0 + blk.parts],
-                          src=hbm(xv, blk.patterns["x"], blk.offsets["x"], box))
-        return t
-
-    fetch = Prefetch([(tile, box) for tile in tiles for box in boxes], load)
-    for tile in tiles:
-        st = rops.new_state(op, tile.parts, tile.g, len(boxes), exact, fill=False)
-        for k in range(len(boxes)):
-            rops.leaf(op, fetch.next(), rops.slot(st, tile.parts, k), exact)
-        res = rops.combine(op, st, exact)
-        for i, (o, post) in enumerate(outs):
-            r = _result(post or op, res, o, (tile.parts, tile.g), n_red, correction, exact, std)
-            for blk in tile.blocks:
-                pat = blk.patterns[f"out{i}"] + ([[1, 2]] if o.pair else [])
-                nisa.dma_copy(dst=hbm(o.full, pat, blk.offsets[f"out{i}"]),
-                              src=r[blk.p0 : blk.p0 + blk.parts])
-
-
-def _columns(op, outs, x, kept, red, exact, n_red, correction, std) -> None:
-    xv = x.view
-    space = RowSpace(tuple(x.shape[a] for a in red), 1,
-                     {"x": Operand(xv, tuple(xv.strides[a] for a in red), None)})
-    cols = Group.of([xv] + [o.view for o, _ in outs], kept)
-    dtype = _load_dtype(x, exact)
-    for box in cols.boxes(TILE_ELEMS // 8):
-        g = max(1, min(TILE_ELEMS // box.size, -(-n_red // P_MAX)))
-        tiles = space.tiles(g)
-        used = tiles[0].parts
-        st = rops.new_state(op, used, box.size, len(tiles), exact, fill=True)
-
-        def load(tile, box=box):
-            t = rops.sbuf((tile.parts, tile.g, box.size), dtype, "x_tile")
-            for blk in tile.blocks:
-                nisa.dma_copy(dst=t[blk.p0 : blk.p0 + blk.parts],
-                              src=hbm(xv, blk.patterns["x"], blk.offsets["x"], box, 0))
-            return t
-
-        fetch = Prefetch(tiles, load)
-        for k, tile in enumerate(tiles):
-            data = fetch.next().permute((0, 2, 1))  # [parts, outputs, G]
-            rops.leaf(op, data, rops.slot(st, tile.parts, k), exact)
-        res = rops.fold(op, rops.combine(op, st, exact), exact)
-        for i, (o, post) in enumerate(outs):
-            r = _result(post or op, res, o, (1, box.size), n_red, correction, exact, std)
-            pat = box.pattern(i + 1) + ([[1, 2]] if o.pair else [])
-            nisa.dma_copy(dst=o.full.ap(pat or [[1, 1]], offset=o.view.offset +
-                                        box.offsets[i + 1]), src=r)
-
-
-def _result(op, res, out: Tensor, shape, count, correction, exact, std):
-    """The finished result as an SBUF tile of out's dtype ([..., 2] words for a pair)."""
-    if out.pair or (exact and out.dtype == "int32"):
-        r = rops.sbuf(shape, nl.int32, "res_i32")
-        rops.finish(op, res, r, count, correction, exact, std)
-        if not out.pair:
-            return r
-        words = rops.sbuf((*shape, 2), nl.int32, "res_i64")
-        io.int64_words(words, r)
-        return words
-    r = rops.sbuf(shape, out.view.dtype, "res")
-    rops.finish(op, res, r, count, correction, exact, std)
-    return r
+    for o in outs:
+        _check_out(what, "out", o, x, dims)
+    count = math.prod(x.shape[a] for a in dims)
+    exact = op.exact_int and not x.is_float
+    run(_States(op, outs, exact, count, correction, std, posts), outs, x, dims)
 
 
 # ---------------------------------------------------------------- kernels
@@ -233,24 +134,22 @@ def reduce(out, x, *, dims=None, op: str, p: float = 2, int64=()) -> None:
         if spec is None:
             fail(f"{what}: op {op!r} is not supported (supported: "
                  f"{', '.join([*rops.OPS, 'norm'])})")
-    xt = _tensor(what, "x", x, int64)
-    ot = _tensor(what, "out", out, int64)
-    _run(what, spec, [(ot, None)], xt, _dims(what, dims, len(xt.shape)))
+    xt, ot = Tensor(what, "x", x, int64), Tensor(what, "out", out, int64)
+    _run(what, spec, [ot], xt, _dims(what, dims, len(xt.shape)))
 
 
 def var(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
     """out = variance of x over `dims` with `correction` (torch.var): sum((x - mean)^2) /
     max(N - correction, 0). Float x and out; statistics in fp32 (Chan's pairwise merge of the
     per-tile counts, means and squared deviations). Shapes as `reduce`."""
-    xt, ot = _tensor("var", "x", x, int64), _tensor("var", "out", out, int64)
-    _run("var", rops.VAR, [(ot, None)], xt, _dims("var", dims, len(xt.shape)), correction)
+    xt, ot = Tensor("var", "x", x, int64), Tensor("var", "out", out, int64)
+    _run("var", rops.VAR, [ot], xt, _dims("var", dims, len(xt.shape)), correction)
 
 
 def std(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
     """out = sqrt(var(x, dims, correction)) (torch.std). Shapes as `reduce`."""
-    xt, ot = _tensor("std", "x", x, int64), _tensor("std", "out", out, int64)
-    _run("std", rops.VAR, [(ot, None)], xt, _dims("std", dims, len(xt.shape)), correction,
-         std=True)
+    xt, ot = Tensor("std", "x", x, int64), Tensor("std", "out", out, int64)
+    _run("std", rops.VAR, [ot], xt, _dims("std", dims, len(xt.shape)), correction, std=True)
 
 
 def var_mean(var_out, mean_out, x, *, dims=None, correction: float = 1, std: bool = False,
@@ -258,10 +157,99 @@ def var_mean(var_out, mean_out, x, *, dims=None, correction: float = 1, std: boo
     """var_out = var(x) (std with std=True) and mean_out = mean(x) over `dims` from one pass
     (torch.var_mean / std_mean). Shapes as `reduce`."""
     what = "std_mean" if std else "var_mean"
-    xt = _tensor(what, "x", x, int64)
-    vt, mt = _tensor(what, "var_out", var_out, int64), _tensor(what, "mean_out", mean_out, int64)
-    _run(what, rops.VAR, [(vt, None), (mt, rops.VAR_MEAN)], xt, _dims(what, dims, len(xt.shape)),
-         correction, std=std)
+    xt = Tensor(what, "x", x, int64)
+    vt, mt = Tensor(what, "var_out", var_out, int64), Tensor(what, "mean_out", mean_out, int64)
+    _run(what, rops.VAR, [vt, mt], xt, _dims(what, dims, len(xt.shape)), correction, std=std,
+         posts=[rops.VAR, rops.VAR_MEAN])
+
+class _Arg(Reducer):
+    """argmax / argmin through _arg_ops."""
+
+    needs_pos = True
+
+    def __init__(self, alu, values: Tensor | None, indices: Tensor, exact: bool):
+        self.alu, self.values, self.indices, self.exact = alu, values, indices, exact
+
+    def state(self, p, a, slots, fill):
+        v = ro.sbuf((p, a, slots), nl.int32 if self.exact else nl.float32, "arg_v")
+        i = ro.sbuf((p, a, slots), nl.float32, "arg_i")
+        if fill:  # empty slots lose every comparison and every tie
+            big = self.alu is nl.maximum
+            if self.exact:
+                nisa.memset(dst=v, value=rops.INT_MIN if big else rops.INT_MAX)
+            else:
+                nisa.memset(dst=v, value=-math.inf if big else math.inf)
+            nisa.memset(dst=i, value=aops.BIG - 1)
+        return {"v": v, "i": i}
+
+    def leaf(self, data, d, pos):
+        aops.select(data, pos, d["v"], d["i"], self.alu, self.exact)
+
+    def combine(self, st):
+        return aops.combine(st, self.alu, self.exact)
+
+    def fold(self, st):
+        return aops.fold(st, self.alu, self.exact)
+
+    def results(self, res, shape):
+        out = []
+        if self.values is not None:
+            o = self.values
+            r = ro.sbuf(shape, nl.int32 if o.pair else o.view.dtype, "values")
+            (io.copy if self.exact else nisa.tensor_copy)(dst=r, src=res["v"])
+            out.append(_words(r) if o.pair else r)
+        idx = ro.sbuf(shape, nl.int32, "indices")
+        nisa.tensor_copy(dst=idx, src=res["i"])
+        out.append(_words(idx))
+        return out
+
+
+def arg_reduce(values, indices, x, *, dim=None, op: str, int64=()) -> None:
+    """values, indices = max (op="max") or min (op="min") of x along `dim` and the index of
+    its first occurrence (torch.max/min(dim) and argmax/argmin; dim=None: over the flattened
+    tensor, as argmax(x)).
+
+    Dimensions:
+        x: any shape, any strides; values/indices: x's shape with `dim` of size 1 (dim=None:
+        shape (1,)).
+
+    Args:
+        values: x's dtype, or None (argmax / argmin).
+        indices: int64 (an int32 pair view [..., 2]; always int64, need not be named).
+        x: float32/bfloat16/float16/int32/int16/int8/uint8/bool, or int64 (pair view named
+            in int64=, read from its low words).
+        dim: the axis (negative allowed), or None.
+        op: "max" or "min".
+
+    Notes:
+        Ties resolve to the first occurrence and NaN counts as the extreme value (its first
+        index wins), as on torch CPU. Floats compare in fp32; integer values exactly on
+        GpSimd. Positions are computed in fp32, so at most 2^24 elements per reduction.
+    """
+    what = f"arg_reduce(op={op!r})"
+    if op not in ("max", "min"):
+        fail(f"{what}: op must be 'max' or 'min'")
+    xt = Tensor(what, "x", x, int64)
+    it = Tensor(what, "indices", indices, ("indices",))
+    vt = None if values is None else Tensor(what, "values", values, int64)
+    rank = len(xt.shape)
+    dims = tuple(range(rank)) if dim is None else _dims(what, dim, rank)
+    if len(dims) != 1 and dim is not None:
+        fail(f"{what}: dim must be one axis or None, got {dim!r}")
+    count = math.prod(xt.shape[a] for a in dims)
+    if count > aops.MAX_POSITIONS:
+        fail(f"{what}: {count} elements along the reduction; positions are exact in fp32 "
+             f"only up to 2^24 ({aops.MAX_POSITIONS})")
+    outs = [t for t in (vt, it) if t is not None]
+    for name, o in zip(("values", "indices")[2 - len(outs):], outs, strict=True):
+        if dim is None:
+            if math.prod(o.shape) != 1:
+                fail(f"{what}: {name} has shape {list(o.shape)}; dim=None needs one element")
+        else:
+            _check_out(what, name, o, xt, dims)
+    alu = nl.maximum if op == "max" else nl.minimum
+    run(_Arg(alu, vt, it, not xt.is_float), outs, xt, dims)
+
 
 # ---------------------------------------------------------------- references
 def reduce_ref(x: np.ndarray, dims=None, op: str = "sum", p: float = 2) -> np.ndarray:
@@ -298,3 +286,14 @@ def var_ref(x: np.ndarray, dims=None, correction: float = 1) -> np.ndarray:
     with np.errstate(all="ignore"):
         dev = ((v - v.mean(axis=axes, keepdims=True)) ** 2).sum(axis=axes, keepdims=True)
         return dev / max(n - correction, 0)
+
+
+def arg_reduce_ref(x: np.ndarray, dim=None, op: str = "max") -> tuple[np.ndarray, np.ndarray]:
+    """(values, indices) with keepdims (dim=None: shape (1,)): numpy's argmax/argmin take the
+    first occurrence and treat NaN as the extreme value, as torch CPU does."""
+    a = np.asarray(x)
+    v = a.reshape(-1) if dim is None else a
+    axis = 0 if dim is None else dim % a.ndim
+    idx = np.expand_dims((np.argmax if op == "max" else np.argmin)(v, axis=axis), axis)
+    vals = np.take_along_axis(v, idx, axis=axis)
+    return vals, idx.astype(np.int64)

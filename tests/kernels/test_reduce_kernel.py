@@ -176,6 +176,46 @@ def test_var_std_var_mean_corrections(rng):
 
 
 @pytest.mark.parametrize(
+    ("shape", "dim", "perm"),
+    [
+        pytest.param((5, 7), 1, (0, 1), id="rows"),
+        pytest.param((4000, 3), 1, (0, 1), id="rows-G"),
+        pytest.param((130, 5000), 1, (0, 1), id="rows-chunked"),
+        pytest.param((3, 5000), 1, (0, 1), id="columns"),
+        pytest.param((6, 5, 70), 0, (2, 0, 1), id="permuted-dim0"),
+        pytest.param((3, 4, 5), None, (0, 1, 2), id="flat-small"),
+        pytest.param((100, 41), None, (1, 0), id="flat-columns-transposed"),
+    ],
+)
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_arg_reduce(rng, shape, dim, perm, op):
+    xv, xs = transposed(rng, shape, np.float32, perm)
+    flat = xs.base  # plant ties and a NaN: the first occurrence must win
+    flat[flat.size // 3] = flat[flat.size // 2] = 1e4 if op == "max" else -1e4
+    xv = xs.expected()
+    wv, wi = R.arg_reduce_ref(xv, dim, op)
+    got_v, got_i = launch(R.arg_reduce, np.zeros(wv.shape, np.float32), pairs(np.zeros(wi.shape)),
+                          xs, dim=dim, op=op)[:2]
+    np.testing.assert_array_equal(from_pairs(got_i), wi)
+    np.testing.assert_array_equal(got_v, wv)
+
+
+def test_arg_reduce_nan_ints_and_no_values(rng):
+    x = rng.standard_normal((4, 300)).astype(BF16)
+    x[1, 7] = x[1, 100] = np.nan
+    wv, wi = R.arg_reduce_ref(x.astype(np.float32), 1, "min")
+    got = launch(R.arg_reduce, None, pairs(np.zeros(wi.shape)), x, dim=1, op="min")[1]
+    np.testing.assert_array_equal(from_pairs(got), wi)
+    big = rng.integers(-(2**31), 2**31 - 1, size=(3, 2500))
+    big[0, 5] = big[0, 9] = big[0].max() + 1  # ties of values above 2^24: exact on GpSimd
+    wv, wi = R.arg_reduce_ref(big, -1, "max")
+    got_v, got_i = launch(R.arg_reduce, pairs(np.zeros(wv.shape)), pairs(np.zeros(wi.shape)),
+                          pairs(big), dim=-1, op="max", int64=("x", "values"))[:2]
+    np.testing.assert_array_equal(from_pairs(got_i), wi)
+    np.testing.assert_array_equal(from_pairs(got_v), wv)
+
+
+@pytest.mark.parametrize(
     ("kernel", "kwargs", "args", "match"),
     [
         pytest.param(R.reduce, {"op": "mean", "dims": 1}, (np.zeros((2, 1), np.float32),
@@ -190,6 +230,9 @@ def test_var_std_var_mean_corrections(rng):
                      np.zeros((2, 3), np.float32)), "outside", id="dims"),
         pytest.param(R.var, {"dims": 1}, (np.zeros((2, 1), np.float32),
                      np.zeros((2, 3), np.int8)), "only for floating-point", id="var-of-int"),
+        pytest.param(R.arg_reduce, {"op": "max", "dim": (0, 1)},
+                     (None, np.zeros((1, 1, 2), np.int32), np.zeros((2, 3), np.float32)),
+                     "one axis or None", id="arg-dims"),
         pytest.param(R.reduce, {"op": "sum", "dims": 0, "int64": ("x",)},
                      (np.zeros((1, 3), np.float32), np.zeros((2, 3), np.float32)),
                      "not an int32 pair view", id="int64-flag"),
