@@ -93,11 +93,11 @@ def to_nki(rt: Runtime, a: Any, name: str) -> Any:
     return a
 
 
-def launch(kernel: Any, *args: Any, op: str = "", names: tuple[str, ...] = (),
+def launch(kernel: Any, *args: Any, aten_op: str = "", names: tuple[str, ...] = (),
            **attrs: Any) -> LaunchRecord:
     """Run `kernel(*args, **attrs)` on the device: tensors by reference into HBM.
 
-    `op` labels the launch ("aten::mm"); `names` name the tensor arguments in messages and
+    `aten_op` labels the launch ("aten::mm"); `names` name the tensor arguments in messages and
     on the timeline (default arg0, arg1, ...)."""
     from trnsim.nki.runner import run_kernel
 
@@ -114,9 +114,9 @@ def launch(kernel: Any, *args: Any, op: str = "", names: tuple[str, ...] = (),
         loc = user_location()
         where = f" (called at {loc.filename}:{loc.lineno})" if loc is not None else ""
         raise DeviceOpError(
-            f"{op or kname} on {rt.name} with {describe(args, attrs) or 'no tensors'}: kernel "
+            f"{aten_op or kname} on {rt.name} with {describe(args, attrs) or 'no tensors'}: kernel "
             f"{kname} refused the inputs{where}: {type(e).__name__}: {e}") from None
-    return record(rt, run, op or kname, kname, describe(args, attrs))
+    return record(rt, run, aten_op or kname, kname, describe(args, attrs))
 
 
 def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRecord:

@@ -60,9 +60,10 @@ def scalar(v: Any) -> Any:
     return v
 
 
-def launch(kernel: Any, *args: Any, op: str, names: tuple[str, ...] = (), **attrs: Any) -> None:
+def launch(kernel: Any, *args: Any, aten_op: str, names: tuple[str, ...] = (),
+           **attrs: Any) -> None:
     """Run a library kernel on device tensors (see trnsim.backend.launch.launch)."""
-    _launch(kernel, *args, op=op, names=names, **attrs)
+    _launch(kernel, *args, aten_op=aten_op, names=names, **attrs)
 
 
 def rows_2d(x: torch.Tensor, d: int) -> torch.Tensor:

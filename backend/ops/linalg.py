@@ -51,9 +51,9 @@ def _gemm(name: str, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
         require_nonempty(a)
     alpha, beta = float(scalar(alpha)), float(scalar(beta))
     if c is None or beta == 0.0:
-        launch(gemm, out, a, b, op=name, names=("out", "a", "b"), alpha=alpha, beta=0.0)
+        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), alpha=alpha, beta=0.0)
     else:
-        launch(gemm, out, a, b, op=name, names=("out", "a", "b"), c=c, alpha=alpha, beta=beta)
+        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), c=c, alpha=alpha, beta=beta)
     return out
 
 

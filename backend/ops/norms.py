@@ -54,7 +54,7 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     out, mean, rstd = new(input.shape, dtype), new(stats, dtype), new(stats, dtype)
     if input.numel():
         launch(layer_norm_forward, out.view(r, d), mean.view(r), rstd.view(r), rows_2d(input, d),
-               _flat(weight), _flat(bias), op="aten::native_layer_norm",
+               _flat(weight), _flat(bias), aten_op="aten::native_layer_norm",
                names=("out", "mean", "rstd", "input", "weight", "bias"), eps=float(eps))
     return out, mean, rstd
 
@@ -70,7 +70,7 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     if input.numel() and (gx is not None or gw is not None or gb is not None):
         launch(layer_norm_backward, None if gx is None else gx.view(r, d), _flat(gw), _flat(gb),
                rows_2d(grad_out, d), rows_2d(input, d), mean.reshape(r), rstd.reshape(r),
-               _flat(weight), op="aten::native_layer_norm_backward",
+               _flat(weight), aten_op="aten::native_layer_norm_backward",
                names=("grad_input", "grad_weight", "grad_bias", "grad_out", "input", "mean",
                       "rstd", "weight"))
     elif gw is not None or gb is not None:
@@ -87,7 +87,7 @@ def fused_rms_norm(input, normalized_shape, weight=None, eps=None):
     out, rstd = new(input.shape, dtype), new(stats, torch.float32)
     if input.numel():
         launch(rms_norm_forward, out.view(r, d), rstd.view(r), rows_2d(input, d), _flat(weight),
-               op="aten::rms_norm", names=("out", "rstd", "input", "weight"),
+               aten_op="aten::rms_norm", names=("out", "rstd", "input", "weight"),
                eps=None if eps is None else float(eps))
     return out, rstd
 
@@ -101,7 +101,7 @@ def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, out
     if input.numel() and (gx is not None or gw is not None):
         launch(rms_norm_backward, None if gx is None else gx.view(r, d), _flat(gw),
                rows_2d(grad_out, d), rows_2d(input, d), rstd.reshape(r), _flat(weight),
-               op="aten::rms_norm_backward",
+               aten_op="aten::rms_norm_backward",
                names=("grad_input", "grad_weight", "grad_out", "input", "rstd", "weight"))
     elif gw is not None:
         gw.zero_()

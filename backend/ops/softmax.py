@@ -25,7 +25,7 @@ def _forward(name: str, log: bool, x, dim, half_to_float, out=None):
     dt = torch.float32 if half_to_float else dtype
     out = new(x.shape, dt) if out is None else fit_out(out, x.shape, dt, name)
     if x.numel():
-        launch(softmax_forward, out, x, op=f"aten::{name}", names=("out", "self"),
+        launch(softmax_forward, out, x, aten_op=f"aten::{name}", names=("out", "self"),
                dim=_dim(x, dim), log=log)
     return out
 
@@ -39,7 +39,7 @@ def _backward(name: str, log: bool, grad_output, output, dim, input_dtype, grad_
     gi = new(grad_output.shape, input_dtype) if grad_input is None else \
         fit_out(grad_input, grad_output.shape, input_dtype, name)
     if gi.numel():
-        launch(softmax_backward, gi, grad_output, output, op=f"aten::{name}",
+        launch(softmax_backward, gi, grad_output, output, aten_op=f"aten::{name}",
                names=("grad_input", "grad_output", "output"), dim=_dim(output, dim), log=log)
     return gi
 
