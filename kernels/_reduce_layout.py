@@ -17,43 +17,19 @@ arithmetic: states, leaf, combine, fold, results) over the tiles of x and stores
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
 from . import _rowops as ro
+from ._args import Tensor
 from ._boxes import Group, hbm
 from ._common import fail
 from ._rows import MIN_DMA_BYTES, P_MAX, Operand, Prefetch, RowSpace
 
-DTYPES = ("float32", "bfloat16", "float16", "int32", "int16", "int8", "uint8", "bool")
-FLOATS = ("float32", "bfloat16", "float16")
 TILE_ELEMS = 4096  # elements per partition of one data tile (16 KiB of fp32 temporaries)
 COLUMN_MAX_OUTPUTS = 64  # at most this many outputs use the columns layout
 COLUMN_MIN_REDUCED = 2048  # ... when each reduces at least this many elements
-
-
-class Tensor:
-    """A kernel argument: its logical view (an int64 pair view's low words) and whether it is
-    an int64 pair view (docs/device-kernels.md)."""
-
-    def __init__(self, what: str, name: str, view: Any, int64: Any):
-        self.full = view
-        self.pair = name in tuple(int64)
-        if self.pair and (str(view.dtype) != "int32" or view.shape[-1] != 2):
-            fail(f"{what}: {name} is named in int64= but is not an int32 pair view [..., 2] "
-                 f"(shape {list(view.shape)}, dtype {view.dtype})")
-        self.view = view.select(len(view.shape) - 1, 0) if self.pair else view
-        self.shape = tuple(int(s) for s in self.view.shape)
-        self.dtype = "int64" if self.pair else str(view.dtype)
-        if not self.pair and self.dtype not in DTYPES:
-            fail(f"{what}: {name} dtype {self.dtype} is not one of {', '.join(DTYPES)} "
-                 "(or int64)")
-
-    @property
-    def is_float(self) -> bool:
-        return self.dtype in FLOATS
 
 
 class Reducer:

@@ -21,27 +21,12 @@ from . import _arg_ops as aops
 from . import _intops as io
 from . import _reduce_ops as rops
 from . import _rowops as ro
+from ._args import Tensor, axes
 from ._common import fail
-from ._reduce_layout import Reducer, Tensor, run
+from ._reduce_layout import Reducer, run
 
 
 # ---------------------------------------------------------------- arguments
-def _dims(what: str, dims, rank: int) -> tuple[int, ...]:
-    items = list(range(rank)) if dims is None else (
-        [dims] if isinstance(dims, (int, np.integer)) else list(dims))
-    if not items:
-        items = list(range(rank))  # torch: dim=[] reduces every axis
-    out = []
-    for d in items:
-        if not isinstance(d, (int, np.integer)) or not -rank <= d < rank:
-            fail(f"{what}: dims={dims!r} has {d!r}, outside [-{rank}, {rank}) for a "
-                 f"{rank}-d tensor")
-        out.append(int(d) % rank)
-    if len(set(out)) != len(out):
-        fail(f"{what}: dims={dims!r} names an axis twice")
-    return tuple(sorted(out))
-
-
 def _check_out(what: str, name: str, out: Tensor, x: Tensor, dims: tuple[int, ...]) -> None:
     want = tuple(1 if a in dims else n for a, n in enumerate(x.shape))
     if out.shape != want:
@@ -135,7 +120,7 @@ def reduce(out, x, *, dims=None, op: str, p: float = 2, int64=()) -> None:
             fail(f"{what}: op {op!r} is not supported (supported: "
                  f"{', '.join([*rops.OPS, 'norm'])})")
     xt, ot = Tensor(what, "x", x, int64), Tensor(what, "out", out, int64)
-    _run(what, spec, [ot], xt, _dims(what, dims, len(xt.shape)))
+    _run(what, spec, [ot], xt, axes(what, dims, len(xt.shape)))
 
 
 def var(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
@@ -143,13 +128,13 @@ def var(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
     max(N - correction, 0). Float x and out; statistics in fp32 (Chan's pairwise merge of the
     per-tile counts, means and squared deviations). Shapes as `reduce`."""
     xt, ot = Tensor("var", "x", x, int64), Tensor("var", "out", out, int64)
-    _run("var", rops.VAR, [ot], xt, _dims("var", dims, len(xt.shape)), correction)
+    _run("var", rops.VAR, [ot], xt, axes("var", dims, len(xt.shape)), correction)
 
 
 def std(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
     """out = sqrt(var(x, dims, correction)) (torch.std). Shapes as `reduce`."""
     xt, ot = Tensor("std", "x", x, int64), Tensor("std", "out", out, int64)
-    _run("std", rops.VAR, [ot], xt, _dims("std", dims, len(xt.shape)), correction, std=True)
+    _run("std", rops.VAR, [ot], xt, axes("std", dims, len(xt.shape)), correction, std=True)
 
 
 def var_mean(var_out, mean_out, x, *, dims=None, correction: float = 1, std: bool = False,
@@ -159,7 +144,7 @@ def var_mean(var_out, mean_out, x, *, dims=None, correction: float = 1, std: boo
     what = "std_mean" if std else "var_mean"
     xt = Tensor(what, "x", x, int64)
     vt, mt = Tensor(what, "var_out", var_out, int64), Tensor(what, "mean_out", mean_out, int64)
-    _run(what, rops.VAR, [vt, mt], xt, _dims(what, dims, len(xt.shape)), correction, std=std,
+    _run(what, rops.VAR, [vt, mt], xt, axes(what, dims, len(xt.shape)), correction, std=std,
          posts=[rops.VAR, rops.VAR_MEAN])
 
 class _Arg(Reducer):
@@ -233,7 +218,7 @@ def arg_reduce(values, indices, x, *, dim=None, op: str, int64=()) -> None:
     it = Tensor(what, "indices", indices, ("indices",))
     vt = None if values is None else Tensor(what, "values", values, int64)
     rank = len(xt.shape)
-    dims = tuple(range(rank)) if dim is None else _dims(what, dim, rank)
+    dims = tuple(range(rank)) if dim is None else axes(what, dim, rank)
     if len(dims) != 1 and dim is not None:
         fail(f"{what}: dim must be one axis or None, got {dim!r}")
     count = math.prod(xt.shape[a] for a in dims)
@@ -256,35 +241,35 @@ def reduce_ref(x: np.ndarray, dims=None, op: str = "sum", p: float = 2) -> np.nd
     """op over `dims` in float64 (keepdims), as torch defines it (NaN propagates in amax/amin;
     logsumexp of all -inf is -inf)."""
     a = np.asarray(x)
-    axes = tuple(range(a.ndim)) if dims is None or dims == () else tuple(np.atleast_1d(dims))
+    ax = tuple(range(a.ndim)) if dims is None or dims == () else tuple(np.atleast_1d(dims))
     v = a.astype(np.float64)
     with np.errstate(all="ignore"):
         if op == "logsumexp":
-            m = v.max(axis=axes, keepdims=True)
+            m = v.max(axis=ax, keepdims=True)
             m0 = np.where(np.isinf(m), 0.0, m)
-            return np.log(np.exp(v - m0).sum(axis=axes, keepdims=True)) + m0
+            return np.log(np.exp(v - m0).sum(axis=ax, keepdims=True)) + m0
         if op == "norm":
             if p == 0:
-                return (v != 0).sum(axis=axes, keepdims=True).astype(np.float64)
+                return (v != 0).sum(axis=ax, keepdims=True).astype(np.float64)
             if np.isinf(p):
                 f = np.max if p > 0 else np.min
-                return f(np.abs(v), axis=axes, keepdims=True)
-            return (np.abs(v) ** p).sum(axis=axes, keepdims=True) ** (1.0 / p)
+                return f(np.abs(v), axis=ax, keepdims=True)
+            return (np.abs(v) ** p).sum(axis=ax, keepdims=True) ** (1.0 / p)
         table = {
             "sum": np.sum, "mean": np.mean, "prod": np.prod, "amax": np.max, "amin": np.min,
             "all": lambda t, **k: np.all(t != 0, **k), "any": lambda t, **k: np.any(t != 0, **k),
             "count_nonzero": lambda t, **k: np.sum(t != 0, **k),
         }
-        return np.asarray(table[op](v, axis=axes, keepdims=True), dtype=np.float64)
+        return np.asarray(table[op](v, axis=ax, keepdims=True), dtype=np.float64)
 
 
 def var_ref(x: np.ndarray, dims=None, correction: float = 1) -> np.ndarray:
     """torch.var in float64 (keepdims): sum((x - mean)^2) / max(N - correction, 0)."""
     v = np.asarray(x, dtype=np.float64)
-    axes = tuple(range(v.ndim)) if dims is None or dims == () else tuple(np.atleast_1d(dims))
-    n = math.prod(v.shape[a] for a in axes)
+    ax = tuple(range(v.ndim)) if dims is None or dims == () else tuple(np.atleast_1d(dims))
+    n = math.prod(v.shape[a] for a in ax)
     with np.errstate(all="ignore"):
-        dev = ((v - v.mean(axis=axes, keepdims=True)) ** 2).sum(axis=axes, keepdims=True)
+        dev = ((v - v.mean(axis=ax, keepdims=True)) ** 2).sum(axis=ax, keepdims=True)
         return dev / max(n - correction, 0)
 
 
