@@ -106,13 +106,27 @@ def kmajor_pieces(dst: Any, m: Mat, k0: int, nk: int, w0: int, w: int, mode: str
     return pieces
 
 
+def row_tiles(m: Mat, r0: int, full: int, w0: int, w: int) -> Any:
+    """HBM view [128, full, w] of rows r0 + t*128 + p (partition p, tile t), columns w0.."""
+    return m.pattern([[m.rs, P_MAX], [P_MAX * m.rs, full], [m.cs, w]], r0, w0)
+
+
+def store_rows(m: Mat, src: Any, r0: int, nrows: int, w0: int, w: int) -> None:
+    """m[r0 + t*128 + p, w0 + j] = src[p, t, j] for nrows rows (the inverse of a direct
+    load_kmajor): one DMA for the full 128-row tiles, one for the ragged rest."""
+    full, rem = divmod(nrows, P_MAX)
+    if full:
+        nisa.dma_copy(dst=row_tiles(m, r0, full, w0, w), src=src[:, 0:full, 0:w])
+    if rem:
+        nisa.dma_copy(dst=m.block(r0 + full * P_MAX, rem, w0, w), src=src[0:rem, full, 0:w])
+
+
 def _direct(dst: Any, m: Mat, k0: int, t0: int, nk: int, w0: int, w: int) -> None:
     """K tiles t0.. (nk rows) by dma_copy: runs of w elements when W is contiguous."""
     full, rem = divmod(nk, P_MAX)
     r0 = k0 + t0 * P_MAX
     if full:
-        src = m.pattern([[m.rs, P_MAX], [P_MAX * m.rs, full], [m.cs, w]], r0, w0)
-        nisa.dma_copy(dst=dst[:, t0 : t0 + full, 0:w], src=src)
+        nisa.dma_copy(dst=dst[:, t0 : t0 + full, 0:w], src=row_tiles(m, r0, full, w0, w))
     if rem:
         nisa.dma_copy(dst=dst[0:rem, t0 + full, 0:w], src=m.block(r0 + full * P_MAX, rem, w0, w))
 
