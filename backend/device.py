@@ -13,9 +13,11 @@ import warnings
 from typing import Any
 
 import torch
-from trnsim.backend import config, dispatch, storage
+from trnsim.backend import dispatch, storage
 from trnsim.backend.device_module import DeviceModule, device_index_error
 from trnsim.backend.runtime import Runtime, has_runtime, runtime, set_runtime
+
+from trnsim import device_config as config
 
 _LIBS: list[Any] = []  # torch.library.Library objects must outlive the registrations
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)

@@ -293,7 +293,7 @@ class DeviceModule:
 
     def set_mode(self, mode: str) -> None:
         """'kernel' (ops run as NKI kernels, timed) or 'reference' (CPU kernels, no timing)."""
-        from trnsim.backend.config import MODES
+        from trnsim.device_config import MODES
 
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use one of {', '.join(MODES)}")

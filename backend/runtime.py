@@ -12,9 +12,8 @@ import threading
 from collections import Counter
 from typing import Any
 
-from trnsim.backend.config import Settings
-
 from trnsim.allocation import HBM
+from trnsim.device_config import Settings
 from trnsim.errors import AllocationError
 
 _RUNTIME: list[Runtime] = []  # set once by register()

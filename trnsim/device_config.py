@@ -1,4 +1,5 @@
-"""The device's settings, read from the environment once at registration.
+"""The PyTorch device's settings (trnsim.backend), read from the environment once at
+registration. Pure data: importing this registers nothing.
 
 TRNSIM_DEVICE    trn (default) | neuron: the device name torch sees (neuron: TorchNeuron's,
                  so its scripts run unchanged; one PrivateUse1 device exists per process)

@@ -1,0 +1,184 @@
+"""The trn device: tensors in the simulated HBM, views, copies, printing, seeds, the device
+module (torch.trn), memory statistics, simulated-time events, torch.accelerator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import trnsim.backend
+from trnsim.backend import storage
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.int8,
+          torch.uint8, torch.bool, torch.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_round_trip_keeps_bytes(dev, dtype):
+    x = (torch.randn(5, 7) * 100).to(dtype)
+    d = x.to(dev)
+    assert d.device == torch.device(dev, 0)
+    assert d.dtype == dtype and d.shape == x.shape
+    assert torch.equal(d.cpu(), x)
+
+
+def test_storage_lives_in_the_simulated_hbm(dev, rt):
+    d = torch.arange(12.0).to(dev)
+    ptr = d.untyped_storage().data_ptr()
+    assert rt.base <= ptr < rt.base + rt.hbm.capacity_bytes
+    off = ptr - rt.base
+    raw = rt.hbm.data[off:off + 48].view("float32")
+    assert raw.tolist() == list(map(float, range(12)))
+
+
+def test_views_share_storage_and_write_through(dev, reference_mode):
+    x = torch.arange(24.0).reshape(4, 6)
+    d = x.to(dev)
+    v = d[1:, ::2]
+    assert v.stride() == (6, 2) and v.storage_offset() == 6
+    assert v.untyped_storage().data_ptr() == d.untyped_storage().data_ptr()
+    v.add_(100)
+    x[1:, ::2] += 100
+    assert torch.equal(d.cpu(), x)
+    t = d.t()
+    assert torch.equal(t.cpu(), x.t())
+    assert torch.equal(d.view(-1)[5:9].cpu(), x.view(-1)[5:9])
+
+
+def test_in_place_through_a_view_keeps_autograd_right(dev, reference_mode):
+    a = torch.randn(3, 4, requires_grad=True)
+    ad = a.detach().to(dev).requires_grad_()
+    for t in (a, ad):
+        b = t * 2
+        b[0].mul_(3)
+        b.sum().backward()
+    assert torch.equal(ad.grad.cpu(), a.grad)
+
+
+def test_module_to_moves_parameters_and_buffers(dev):
+    m = torch.nn.BatchNorm1d(3)
+    m.to(dev)
+    assert all(p.device.type == dev for p in m.parameters())
+    assert m.running_mean.device.type == dev
+    m.to("cpu")
+    assert m.weight.device.type == "cpu"
+
+
+def test_printing_matches_cpu_with_the_device_suffix(dev):
+    x = torch.tensor([[1.5, -2.0], [3.25, 4.0]])
+    d = x.to(dev)
+    assert repr(d) == repr(x)[:-1] + f", device='{dev}:0')"
+    p = torch.nn.Parameter(d)
+    assert "Parameter containing" in repr(p)
+    assert "requires_grad=True" in repr(torch.ones(2).to(dev).requires_grad_())
+    assert repr(torch.empty(0, 3).to(dev)) == f"tensor([], device='{dev}:0', size=(0, 3))"
+
+
+def test_manual_seed_makes_device_randomness_reproducible_and_equal_to_cpu(dev):
+    torch.manual_seed(7)
+    a = torch.randn(8, device=dev)
+    torch.manual_seed(7)
+    b = torch.randn(8, device=dev)
+    torch.manual_seed(7)
+    c = torch.randn(8)
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.equal(a.cpu(), c)
+    getattr(torch, dev).manual_seed(3)
+    u = torch.rand(4, device=dev)
+    torch.manual_seed(3)
+    assert torch.equal(u.cpu(), torch.rand(4))
+
+
+def test_device_module(dev, rt):
+    mod = getattr(torch, dev)
+    assert mod.is_available() and mod.device_count() == 1 and mod.current_device() == 0
+    mod.synchronize()
+    free, total = mod.mem_get_info()
+    assert total == rt.chip.hbm.capacity_bytes == 144 * (1 << 30)
+    assert free == total - mod.memory_allocated()
+    assert mod.get_device_name().startswith("trnsim trn3")
+
+
+def test_memory_statistics_follow_allocations(dev):
+    mod = getattr(torch, dev)
+    mod.reset_peak_memory_stats()
+    base = mod.memory_allocated()
+    x = torch.empty(1 << 20, device=dev)  # 4 MiB
+    assert mod.memory_allocated() == base + (4 << 20)
+    peak = mod.max_memory_allocated()
+    del x
+    assert mod.memory_allocated() == base
+    assert mod.max_memory_allocated() == peak >= base + (4 << 20)
+    mod.reset_peak_memory_stats()
+    assert mod.max_memory_allocated() == base
+    text = mod.memory_summary()
+    assert "allocated" in text and "trn3" in text
+
+
+def test_a_view_keeps_the_block_alive(dev):
+    mod = getattr(torch, dev)
+    base = mod.memory_allocated()
+    x = torch.empty(1000, device=dev)
+    v = x[10:20]
+    del x
+    assert mod.memory_allocated() >= base + 4000
+    del v
+    assert mod.memory_allocated() == base
+
+
+def test_events_measure_simulated_device_time(dev, kernel_mode):
+    mod = getattr(torch, dev)
+    a = torch.randn(256, 256, device=dev)
+    start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
+    start.record()
+    t0 = mod.simulated_time_ns()
+    b = a @ a
+    end.record()
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert ms == pytest.approx((mod.simulated_time_ns() - t0) / 1e6)
+    assert ms > 0
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        mod.Event().elapsed_time(end)
+    del b
+
+
+def test_streams_are_synchronous_no_ops(dev):
+    mod = getattr(torch, dev)
+    s = mod.Stream()
+    with mod.stream(s):
+        x = torch.ones(3, device=dev)
+    s.synchronize()
+    assert s.query() and mod.current_stream() == mod.default_stream()
+    assert x.device.type == dev
+
+
+def test_torch_accelerator_sees_the_device(dev):
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator().type == dev
+    assert torch.accelerator.device_count() == 1
+    x = torch.ones(2, device=torch.accelerator.current_accelerator())
+    assert x.device.type == dev
+
+
+def test_empty_strided_and_resize(dev, rt):
+    t = torch.empty_strided((3, 4), (1, 3), device=dev)
+    assert t.stride() == (1, 3)
+    t.resize_(10, 10)
+    assert t.shape == (10, 10) and t.is_contiguous()
+    assert storage.storage_nbytes([10, 10], [10, 1], 4) <= t.untyped_storage().nbytes()
+
+
+def test_modes_switch_at_run_time(dev, rt):
+    mod = getattr(torch, dev)
+    old = mod.get_mode()
+    try:
+        mod.set_mode("reference")
+        assert rt.mode == "reference"
+        with pytest.raises(ValueError, match="kernel, reference"):
+            mod.set_mode("fast")
+    finally:
+        mod.set_mode(old)
+
+
+def test_register_is_idempotent():
+    assert trnsim.backend.register() is trnsim.backend.runtime
