@@ -42,15 +42,16 @@ class OpEntry:
 REGISTRY: dict[str, OpEntry] = {}
 
 
-def op(*names: str, kernels: tuple[str, ...] | str = (), note: str = "",
-       group: str = "") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register `fn` as the kernel-mode implementation of each ATen overload in `names`."""
+def op(*names: str, kernels: tuple[str, ...] | str = (), note: str = "", group: str = "",
+       host: Callable[..., Any] | None = None) -> Callable[[Callable[..., Any]], Any]:
+    """Register `fn` as the kernel-mode implementation of each ATen overload in `names`
+    (`host`: the CPU op of reference mode, when it is not the overload itself)."""
     ks = (kernels,) if isinstance(kernels, str) else tuple(kernels)
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         g = group or fn.__module__.rsplit(".", 1)[-1]
         for n in names:
-            _add(OpEntry(n, fn, ks, note, g))
+            _add(OpEntry(n, fn, ks, note, g, host))
         return fn
 
     return deco

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch._decomp import decompositions as decomp
 from trnsim.backend.ops._common import launch, new, require_float, rows_2d
 from trnsim.backend.registry import op
 from trnsim.kernels.layer_norm import (
@@ -25,6 +26,11 @@ def rms_norm_autograd(input, normalized_shape, weight=None, eps=None):
     """AutogradPrivateUse1 kernel of aten::rms_norm: the fused op, whose autograd formula
     calls _fused_rms_norm_backward."""
     return torch.ops.aten._fused_rms_norm(input, normalized_shape, weight, eps)[0]
+
+
+def _fused_rms_norm_backward_host(grad_out, input, normalized_shape, rstd, weight, output_mask):
+    return decomp._fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight,
+                                           output_mask)
 
 
 def _split(name: str, x: torch.Tensor, normalized_shape, *params) -> tuple[int, int, list[int]]:
@@ -80,7 +86,7 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
     return gx, gw, gb
 
 
-@op("_fused_rms_norm", kernels="rms_norm_forward")
+@op("_fused_rms_norm", kernels="rms_norm_forward", host=decomp._fused_rms_norm)
 def fused_rms_norm(input, normalized_shape, weight=None, eps=None):
     dtype = require_float("rms_norm", input, weight)
     r, d, stats = _split("rms_norm", input, normalized_shape, weight)
@@ -92,7 +98,8 @@ def fused_rms_norm(input, normalized_shape, weight=None, eps=None):
     return out, rstd
 
 
-@op("_fused_rms_norm_backward", kernels="rms_norm_backward")
+@op("_fused_rms_norm_backward", kernels="rms_norm_backward",
+    host=_fused_rms_norm_backward_host)
 def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask):
     dtype = require_float("rms_norm_backward", grad_out, input, weight)
     r, d, _ = _split("rms_norm_backward", input, normalized_shape, weight)
