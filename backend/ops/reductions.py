@@ -276,6 +276,79 @@ def vector_norm_out(self, ord=2, dim=None, keepdim=False, *, dtype=None, out):
     return _norm(self, ord, dim, keepdim, dtype, out)
 
 
+
+
+# ---------------------------------------------------------------- values and indices
+
+
+def _arg(name: str, kop: str, self, dim, keepdim, with_values: bool, outs=None):
+    from trnsim.kernels.reduce import arg_reduce
+
+    if self.dtype not in _KERNEL_IN:
+        raise HostOnly(f"{self.dtype} input")
+    if self.numel() == 0:
+        raise HostOnly("an empty input")
+    if dim is None:
+        shape = [1] * self.dim() if keepdim else []
+        keep, kdim = [1], None
+    else:
+        d = _dims(self, dim)[0] if self.dim() else 0
+        shape, keep = _shapes(self, [d] if self.dim() else [], keepdim)
+        keep, kdim = (keep or [1]), d
+    if outs is None:
+        values = new(shape, self.dtype) if with_values else None
+        indices = new(shape, torch.int64)
+    else:
+        values = None if outs[0] is None else fit_out(outs[0], shape, self.dtype, name)
+        indices = fit_out(outs[1], shape, torch.int64, name)
+    src = self if self.dim() else self.view(1)
+    int64 = ("x",) if self.dtype == torch.int64 else ()
+    launch(arg_reduce, None if values is None else values.view(keep), indices.view(keep), src,
+           aten_op=f"aten::{name}", names=("values", "indices", "x"), dim=kdim, op=kop,
+           int64=int64)
+    return (values, indices) if with_values else indices
+
+
+@op("max.dim", kernels="arg_reduce")
+def max_dim(self, dim, keepdim=False):
+    return _arg("max", "max", self, dim, keepdim, True)
+
+
+@op("max.dim_max", kernels="arg_reduce")
+def max_dim_out(self, dim, keepdim=False, *, max, max_values):
+    return _arg("max", "max", self, dim, keepdim, True, (max, max_values))
+
+
+@op("min.dim", kernels="arg_reduce")
+def min_dim(self, dim, keepdim=False):
+    return _arg("min", "min", self, dim, keepdim, True)
+
+
+@op("min.dim_min", kernels="arg_reduce")
+def min_dim_out(self, dim, keepdim=False, *, min, min_indices):
+    return _arg("min", "min", self, dim, keepdim, True, (min, min_indices))
+
+
+@op("argmax", kernels="arg_reduce")
+def argmax(self, dim=None, keepdim=False):
+    return _arg("argmax", "max", self, dim, keepdim, False)
+
+
+@op("argmin", kernels="arg_reduce")
+def argmin(self, dim=None, keepdim=False):
+    return _arg("argmin", "min", self, dim, keepdim, False)
+
+
+@op("argmax.out", kernels="arg_reduce")
+def argmax_out(self, dim=None, keepdim=False, *, out):
+    return _arg("argmax", "max", self, dim, keepdim, False, (None, out))
+
+
+@op("argmin.out", kernels="arg_reduce")
+def argmin_out(self, dim=None, keepdim=False, *, out):
+    return _arg("argmin", "min", self, dim, keepdim, False, (None, out))
+
+
 REDUCTIONS = [
     "sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "aminmax", "all",
     "any", "var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm", "cumsum",
