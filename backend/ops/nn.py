@@ -5,8 +5,7 @@ from __future__ import annotations
 from trnsim.backend.registry import cpu_overloads, reference_only
 
 reference_only(*cpu_overloads(
-    "native_batch_norm",
-    "native_batch_norm_backward", "_native_batch_norm_legit",
+    "_native_batch_norm_legit",
     "_native_batch_norm_legit_no_training",
     "native_group_norm", "native_group_norm_backward",
     "nll_loss_forward", "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward",

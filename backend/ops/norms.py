@@ -13,7 +13,7 @@ import math
 import torch
 from torch._decomp import decompositions as decomp
 from trnsim.backend.ops._common import launch, new, require_float, rows_2d
-from trnsim.backend.registry import op
+from trnsim.backend.registry import HostOnly, op
 from trnsim.kernels.layer_norm import (
     layer_norm_backward,
     layer_norm_forward,
@@ -113,3 +113,56 @@ def fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, out
     elif gw is not None:
         gw.zero_()
     return gx, gw
+
+
+# ---------------------------------------------------------------- batch norm
+
+
+def _bn_check(input) -> torch.dtype:
+    if input.dim() < 2:
+        raise RuntimeError(f"batch_norm: expected an input of at least 2 dims [N, C, ...], got "
+                           f"{list(input.shape)}")
+    return require_float("batch_norm", input)
+
+
+@op("native_batch_norm", kernels="batch_norm_forward")
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    from trnsim.kernels.batch_norm import batch_norm_forward
+
+    dtype = _bn_check(input)
+    c = input.shape[1]
+    out = new(input.shape, dtype)
+    stats = (c,) if training else (0,)  # PyTorch's CPU kernel returns empty stats in eval
+    save_mean, save_invstd = new(stats, dtype), new(stats, dtype)
+    if input.numel() == 0:
+        raise HostOnly("an empty input")
+    launch(batch_norm_forward, out, save_mean if training else None,
+           save_invstd if training else None, input, weight, bias, running_mean, running_var,
+           aten_op="aten::native_batch_norm",
+           names=("out", "save_mean", "save_invstd", "input", "weight", "bias", "running_mean",
+                  "running_var"), training=bool(training), momentum=float(momentum),
+           eps=float(eps))
+    return out, save_mean, save_invstd
+
+
+@op("native_batch_norm_backward", kernels="batch_norm_backward")
+def native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean,
+                               save_invstd, train, eps, output_mask):
+    from trnsim.kernels.batch_norm import batch_norm_backward
+
+    dtype = _bn_check(input)
+    c = input.shape[1]
+    gx = new(input.shape, dtype) if output_mask[0] else None
+    pdt = weight.dtype if weight is not None else dtype
+    gw = new((c,), pdt) if output_mask[1] else None
+    gb = new((c,), pdt) if output_mask[2] else None
+    if input.numel() == 0:
+        raise HostOnly("an empty input")
+    launch(batch_norm_backward, gx, gw, gb, grad_out, input, weight,
+           save_mean if train else None, save_invstd if train else None,
+           None if train else running_mean, None if train else running_var,
+           aten_op="aten::native_batch_norm_backward",
+           names=("grad_input", "grad_weight", "grad_bias", "grad_out", "input", "weight",
+                  "save_mean", "save_invstd", "running_mean", "running_var"),
+           training=bool(train), eps=float(eps))
+    return gx, gw, gb
