@@ -12,6 +12,8 @@ from __future__ import annotations
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
+from ._common import fail
+
 GPSIMD = nisa.engine.gpsimd
 
 
@@ -42,3 +44,12 @@ def int64_words(dst, src) -> None:
     nisa.tensor_scalar(
         dst=high, data=src, op0=nl.less, operand0=0.0, op1=nl.multiply, operand1=-1.0
     )
+
+
+def words_of(value: int, what: str) -> tuple[int, int]:
+    """(low, high) int32 words of a Python int in int64 range (two's complement)."""
+    v = int(value)
+    if not -(2**63) <= v < 2**63:
+        fail(f"{what}: {v} is outside the int64 range")
+    lo, hi = v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF
+    return (lo - 2**32 if lo >= 2**31 else lo), (hi - 2**32 if hi >= 2**31 else hi)
