@@ -98,3 +98,34 @@ def act_rows(dst, data, op, bias=None, scale: Any = 1.0, sums=None) -> None:
 def partition_sum(dst, data) -> None:
     """dst [1, F] = sum over the partitions of data [parts, F] (GpSimd, fp32)."""
     nisa.tensor_partition_reduce(dst=dst, op=nl.add, data=data)
+
+
+def lse_chunk(neg_max, sums, xt) -> None:
+    """Softmax statistics of one column chunk xt [parts, G, cols]: neg_max [parts, G] = the
+    negated row maxima, sums [parts, G] = sum(exp(x - max)) (ScalarE accumulator when G=1)."""
+    row_reduce(neg_max, xt, nl.maximum, negate=True)
+    junk = sbuf(xt.shape, F32, "exp")
+    act_rows(junk, xt, nl.exp, bias=neg_max, sums=sums)
+
+
+def neg_lse(neg_maxes, sums):
+    """-log(sum(exp(x))) [parts, G] of whole rows from lse_chunk's per-chunk statistics
+    [parts, G, n_chunks] (several chunks only with G = 1): each chunk's sum is relative to its
+    own max m_c, so it is rescaled by exp(m_c - m) before the sums are added."""
+    m, g, nc = neg_maxes.shape
+    nb = sbuf((m, g), F32, "neg_lse")
+    if nc == 1:
+        nisa.activation(dst=nb, op=nl.log, data=sums[:, :, 0])
+        nisa.tensor_tensor(dst=nb, data1=neg_maxes[:, :, 0], data2=nb, op=nl.subtract)
+        return nb
+    nmx, sm = neg_maxes[:, 0, :], sums[:, 0, :]
+    neg_max = sbuf((m, 1), F32, "neg_max")
+    row_reduce(neg_max, neg_maxes, nl.minimum)
+    w = sbuf((m, nc), F32, "rescale")
+    nisa.activation(dst=w, op=nl.exp, data=nmx, scale=-1.0, bias=neg_max)
+    nisa.tensor_tensor(dst=w, data1=w, data2=sm, op=nl.multiply)
+    total = sbuf((m, 1), F32, "sum")
+    row_reduce(total, w.expand_dim(1), nl.add)
+    nisa.activation(dst=nb, op=nl.log, data=total)
+    nisa.tensor_tensor(dst=nb, data1=neg_max, data2=nb, op=nl.subtract)
+    return nb

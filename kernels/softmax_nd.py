@@ -105,25 +105,11 @@ def _sub(dst, a, b) -> None:
 
 def _chunked_lse(pf: Prefetch, m: int, n_chunks: int):
     """Pass 1 over the chunks of one row tile (G = 1): -(max + log(sum exp(x - max)))."""
-    neg_maxes = ro.sbuf((m, n_chunks), F32, "chunk_neg_max")
-    sums = ro.sbuf((m, n_chunks), F32, "chunk_sums")
+    neg_maxes = ro.sbuf((m, 1, n_chunks), F32, "chunk_neg_max")
+    sums = ro.sbuf((m, 1, n_chunks), F32, "chunk_sums")
     for c in range(n_chunks):
-        xt = pf.next()
-        ro.row_reduce(neg_maxes[:, c : c + 1], xt, nl.maximum, negate=True)
-        junk = ro.sbuf(xt.shape, F32, "exp")
-        ro.act_rows(junk, xt, nl.exp, bias=neg_maxes[:, c : c + 1], sums=sums[:, c : c + 1])
-    neg_max = ro.sbuf((m, 1), F32, "neg_max")
-    ro.row_reduce(neg_max, neg_maxes.expand_dim(1), nl.minimum)
-    # Chunk c's sum is relative to its own max m_c: rescale by exp(m_c - m).
-    w = ro.sbuf((m, n_chunks), F32, "rescale")
-    nisa.activation(dst=w, op=nl.exp, data=neg_maxes, scale=-1.0, bias=neg_max)
-    nisa.tensor_tensor(dst=w, data1=w, data2=sums, op=nl.multiply)
-    total = ro.sbuf((m, 1), F32, "sum")
-    ro.row_reduce(total, w.expand_dim(1), nl.add)
-    nb = ro.sbuf((m, 1), F32, "neg_lse")
-    nisa.activation(dst=nb, op=nl.log, data=total)
-    _sub(nb, neg_max, nb)
-    return nb
+        ro.lse_chunk(neg_maxes[:, :, c], sums[:, :, c], pf.next())
+    return ro.neg_lse(neg_maxes, sums)
 
 
 def softmax_backward(grad_in, grad_out, out, *, dim: int, log: bool) -> None:
