@@ -286,3 +286,44 @@ def test_random_shapes(seed):
     got, want = _backward(rng, shape, training)
     for a, e in zip(got, want, strict=True):
         assert_close(a, e, "float32", 8, abs_frac=1)
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+def test_other_chips(rng, chip):
+    x = randn(rng, (4, 5, 6), np.float32, 2.0)
+    w, b, rm, rv = _params(rng, 5)
+    sm, si = np.zeros(5, np.float32), np.zeros(5, np.float32)
+    got = launch(
+        bn.batch_norm_forward,
+        np.zeros_like(x),
+        sm,
+        si,
+        x,
+        w,
+        b,
+        rm.copy(),
+        rv.copy(),
+        training=True,
+        momentum=0.1,
+        eps=1e-5,
+        chip=chip,
+    )
+    want = bn.batch_norm_ref(x, w, b, rm, rv, training=True)
+    assert_close(got[0], want[0], "float32", 4)
+    g = randn(rng, (4, 5, 6), np.float32)
+    grads = launch(
+        bn.batch_norm_backward,
+        np.zeros_like(x),
+        np.zeros(5, np.float32),
+        None,
+        g,
+        x,
+        w,
+        got[1],
+        got[2],
+        training=True,
+        eps=1e-5,
+        chip=chip,
+    )
+    ref = bn.batch_norm_backward_ref(g, x, w, want[1], want[2], training=True)
+    assert_close(grads[0], ref[0], "float32", 4, abs_frac=1)

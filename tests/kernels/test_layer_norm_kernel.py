@@ -313,3 +313,26 @@ def test_backward_wide_rows_accumulate_by_column_blocks(rng, monkeypatch, grad_x
     for on, a, b in zip((grad_x, True, True), got, want, strict=True):
         if on:
             assert_close(a, b, "float32", 4, abs_frac=1)
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+def test_other_chips(rng, chip):
+    x, g, w, mu, rs = _bwd_case(rng, 130, 40, True, rms=False)
+    out, mean, rstd = np.zeros_like(x), np.zeros(130, np.float32), np.zeros(130, np.float32)
+    got = launch(ln.layer_norm_forward, out, mean, rstd, x, w, w, eps=1e-5, chip=chip)
+    assert_close(got[0], ln.layer_norm_ref(x, w, w)[0], "float32", 4)
+    got = launch(
+        ln.layer_norm_backward,
+        np.zeros_like(x),
+        np.zeros(40, np.float32),
+        None,
+        g,
+        x,
+        mu,
+        rs,
+        w,
+        chip=chip,
+    )
+    want = ln.norm_backward_ref(g, x, mu, rs, w)
+    assert_close(got[0], want[0], "float32", 4, abs_frac=1)
+    assert_close(got[1], want[1], "float32", 4, abs_frac=1)

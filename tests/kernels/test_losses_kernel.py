@@ -364,3 +364,38 @@ def test_random_shapes(seed):
     assert_close(loss, np.atleast_1d(want), "float32", 8, abs_frac=1)
     got, want_g = _ce_bwd(x, t, w, red, eps, lse, tw, rng)
     assert_close(got, want_g, "float32", 4, abs_frac=1)
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+def test_other_chips(rng, chip):
+    t, w = _case(rng, 130, 20, True)
+    x = randn(rng, (130, 20), np.float32, 2.0)
+    loss, lse, tw = np.zeros(1, np.float32), np.zeros(130, np.float32), np.zeros(1, np.float32)
+    got = launch(
+        ls.cross_entropy_forward,
+        loss,
+        lse,
+        tw,
+        x,
+        pairs(t),
+        w,
+        reduction=1,
+        ignore_index=IGNORE,
+        label_smoothing=0.1,
+        chip=chip,
+    )
+    want = ls.cross_entropy_ref(x, t, w, reduction=1, ignore_index=IGNORE, label_smoothing=0.1)
+    assert_close(got[0], [want[0]], "float32", 4)
+    grad = launch(
+        ls.nll_loss_backward,
+        np.zeros_like(x),
+        np.ones(1, np.float32),
+        pairs(t),
+        w,
+        got[2],
+        reduction=1,
+        ignore_index=IGNORE,
+        chip=chip,
+    )[0]
+    ref = ls.nll_loss_backward_ref(np.ones(1), t, w, got[2], 20, reduction=1, ignore_index=IGNORE)
+    assert_close(grad, ref, "float32", 2)
