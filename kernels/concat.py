@@ -1,0 +1,79 @@
+"""Concatenation of strided tensors along one axis (the device kernel of aten.cat), with its
+reference.
+
+Layer: kernel library (trnsim.kernels); written against the public NKI API only. cat moves
+data and computes nothing, so it is DMA only: each input is copied HBM -> HBM into its slice of
+out, one dma_copy per box of at most DMA_ELEMS elements of the input's axes (`_boxes.Group`:
+axes contiguous in both the input and out merge, so contiguous tensors move in long runs); any
+strides on either side, zero strides (broadcast inputs) included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.nki import isa as nisa
+
+from ._args import FLOATS, Tensor, axis
+from ._boxes import Group
+from ._common import fail
+
+DMA_ELEMS = 1 << 20  # elements per DMA (4 MiB of fp32): several DMAs keep several queues busy
+
+
+def cat(out, inputs, *, dim: int, int64=()) -> None:
+    """out = torch.cat(inputs, dim).
+
+    Dimensions:
+        inputs: tensors of out's rank whose shapes equal out's except along `dim`, where they
+        sum to out's size (empty inputs are skipped, as torch skips them).
+
+    Args:
+        out: any dtype, int64 as a pair view named in int64=.
+        inputs: out's dtype, or for a float out any dtype (converted by the DMA through fp32,
+            round to nearest even); int64 inputs are pair views named "inputs" (all) or
+            "inputs.k" in int64=.
+        dim: negative allowed.
+    """
+    what = "cat"
+    ot = Tensor(what, "out", out, int64)
+    names = tuple(int64)
+    ins = []
+    for k, v in enumerate(inputs):
+        if any(int(s) == 0 for s in v.shape):
+            continue
+        name = f"inputs[{k}]"
+        pair = "inputs" in names or f"inputs.{k}" in names
+        ins.append(Tensor(what, name, v, (name,) if pair else ()))
+    if not ins:
+        fail(f"{what}: no non-empty input")
+    d = axis(what, "dim", dim, len(ot.shape))
+    total = 0
+    for k, t in enumerate(ins):
+        if len(t.shape) != len(ot.shape) or any(
+            a != b for j, (a, b) in enumerate(zip(t.shape, ot.shape, strict=True)) if j != d
+        ):
+            fail(f"{what}: input {k} has shape {list(t.shape)}; out {list(ot.shape)} needs the "
+                 f"same sizes except along dim {d}")
+        if t.pair != ot.pair or (t.dtype != ot.dtype and not ot.is_float):
+            fail(f"{what}: input {k} is {t.dtype} but out is {ot.dtype}; inputs must have out's "
+                 f"dtype (or out a float dtype: {', '.join(FLOATS)}); cast them first")
+        total += t.shape[d]
+    if total != ot.shape[d]:
+        fail(f"{what}: the inputs' sizes along dim {d} sum to {total}, out has {ot.shape[d]}")
+    step = int(ot.full.strides[d])
+    start = 0
+    for t in ins:
+        src, dst = t.full, ot.full
+        group = Group(tuple(int(s) for s in src.shape),
+                      [tuple(int(s) for s in src.strides), tuple(int(s) for s in dst.strides)])
+        base = dst.offset + start * step
+        for box in group.boxes(DMA_ELEMS):
+            nisa.dma_copy(dst=dst.ap(box.pattern(1) or [[1, 1]], offset=base + box.offsets[1]),
+                          src=src.ap(box.pattern(0) or [[1, 1]],
+                                     offset=src.offset + box.offsets[0]))
+        start += t.shape[d]
+
+
+def cat_ref(inputs: list[np.ndarray], dim: int) -> np.ndarray:
+    return np.concatenate([np.asarray(a) for a in inputs if np.asarray(a).size], axis=dim)
