@@ -114,7 +114,7 @@ class HostViews:
     def __init__(self, rt: Runtime):
         self._bytes = torch.frombuffer(rt.hbm._map, dtype=torch.uint8)
         self._views: dict[torch.dtype, torch.Tensor] = {}
-        self._rt = rt
+        self._base = rt.base
 
     def of_bytes(self, offset: int, nbytes: int) -> torch.Tensor:
         """The uint8 CPU tensor over HBM bytes [offset, offset + nbytes)."""
@@ -126,12 +126,15 @@ class HostViews:
         base = self._views.get(dtype)
         if base is None:
             base = self._views[dtype] = self._bytes.view(dtype)
-        itemsize = base.element_size()
-        start, rem = divmod(t.untyped_storage().data_ptr() - self._rt.base, itemsize)
+        ptr = t.data_ptr()
+        if not ptr:  # no elements (data_ptr() is 0): nothing to alias
+            return torch.empty_strided(t.shape, t.stride(), dtype=dtype)
+        start, rem = divmod(ptr - self._base, dtype.itemsize)
         if rem:  # a storage reinterpreted at an odd byte offset: alias through its bytes
-            raw = self._bytes[start * itemsize + rem:][:t.untyped_storage().nbytes()]
+            st = t.untyped_storage()
+            raw = self._bytes[st.data_ptr() - self._base:][:st.nbytes()]
             return torch.as_strided(raw.view(dtype), t.shape, t.stride(), t.storage_offset())
-        return torch.as_strided(base, t.shape, t.stride(), start + t.storage_offset())
+        return torch.as_strided(base, t.shape, t.stride(), start)
 
 
 def hbm_view(rt: Runtime, t: torch.Tensor, name: str) -> Any:
