@@ -14,7 +14,7 @@ from trnsim.nki import language as nl
 
 from . import _rowops as ro
 from ._common import P_MAX, fail
-from ._rows import Prefetch, RowSpace, col_operand, plan_rows, vector_operand
+from ._rows import Prefetch, RowSpace, col_operand, plan_rows, shaped_row_operand
 
 DTYPES = ("bfloat16", "float16", "float32")
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # ATen's at::Reduction enum
@@ -25,34 +25,36 @@ F32 = nl.float32
 
 # ---------------------------------------------------------------- argument handling
 def as_rows(what: str, x):
-    """x [N, C] as is, x [C] as a [1, C] view."""
-    if len(x.shape) == 2:
+    """x with the classes on dim 1: [N, C] and [N, C, *S] as they are, [C] as a [1, C] view."""
+    if len(x.shape) >= 2:
         return x
     if len(x.shape) == 1:
         return x.ap([[0, 1], [x.strides[0], x.shape[0]]], offset=x.offset)
-    fail(f"{what}: input must be [N, C] or [C], got shape {list(x.shape)}")
+    fail(f"{what}: input must be [C], [N, C] or [N, C, *S], got shape {list(x.shape)}")
     return None
 
 
-def target_low(what: str, target, n: int):
-    """The low words ([N] int32 HBM view) of an int64 pair view of N targets."""
+def target_low(what: str, target, row_shape: tuple[int, ...]):
+    """The low words (int32 HBM view) of an int64 pair view of the targets (shape S + (2,),
+    S the row shape [N, *S] of the input)."""
     if target.dtype != "int32" or len(target.shape) < 2 or target.shape[-1] != 2:
         fail(
             f"{what}: target must be an int64 pair view (int32, shape S + (2,)), got "
             f"{target.dtype} {list(target.shape)}"
         )
     low = target.select(len(target.shape) - 1, 0)
-    return vector_operand(low, n, what, "target")
+    return shaped_row_operand(low, row_shape, what, "target")
 
 
 def loss_space(what: str, x, target, cols: dict, rows: dict, reduction: int) -> RowSpace:
+    """Rows [N, *S] (the input without its class dim 1), the C classes as columns."""
     if reduction not in REDUCTIONS:
         fail(f"{what}: reduction={reduction!r} is not one of 0 (none), 1 (mean), 2 (sum)")
     x2 = as_rows(what, x)
     if x.dtype not in DTYPES:
         fail(f"{what}: input dtype {x.dtype} is not one of {', '.join(DTYPES)}")
-    n, c = x2.shape
-    ops = {"x": col_operand(x2, 1), "t": target_low(what, target, n)}
+    row_shape = (x2.shape[0], *x2.shape[2:])
+    ops = {"x": col_operand(x2, 1), "t": target_low(what, target, row_shape)}
     for name, v in cols.items():
         if v is not None:
             if tuple(v.shape) != tuple(x.shape):
@@ -60,8 +62,8 @@ def loss_space(what: str, x, target, cols: dict, rows: dict, reduction: int) -> 
             ops[name] = col_operand(as_rows(what, v), 1)
     for name, v in rows.items():
         if v is not None:
-            ops[name] = vector_operand(v, n, what, name)
-    return RowSpace((n,), c, ops)
+            ops[name] = shaped_row_operand(v, row_shape, what, name)
+    return RowSpace(row_shape, x2.shape[1], ops)
 
 
 def check_scalar(what: str, name: str, v) -> None:
@@ -252,3 +254,25 @@ def check_reduced(what: str, red: str, grad_out, total_weight) -> None:
     if red == "mean" and total_weight is None:
         fail(f"{what}: reduction=1 (mean) needs total_weight")
     check_scalar(what, "total_weight", total_weight)
+
+
+# ---------------------------------------------------------------- reference helpers (numpy)
+def class_rows(x) -> np.ndarray:
+    """A float64 copy of an input [C], [N, C] or [N, C, *S] as rows [R, C] (classes last)."""
+    x64 = np.asarray(x, np.float64)
+    if x64.ndim == 1:
+        return x64.reshape(1, -1)
+    return np.moveaxis(x64, 1, -1).reshape(-1, x64.shape[1])
+
+
+def from_class_rows(rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Rows [R, C] back to an input's shape [C], [N, C] or [N, C, *S]."""
+    if len(shape) == 1:
+        return rows.reshape(shape)
+    moved = rows.reshape((shape[0], *shape[2:], shape[1]))
+    return np.moveaxis(moved, -1, 1)
+
+
+def row_shape_of(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The per-row output shape of an input shape ([N, *S]; (1,) for an unbatched [C])."""
+    return (1,) if len(shape) == 1 else (shape[0], *shape[2:])

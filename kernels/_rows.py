@@ -55,13 +55,27 @@ def row_operand(view: Any) -> Operand:
 def vector_operand(view: Any, n: int, what: str, name: str) -> Operand:
     """A row operand for a 1-D row space of n rows: `view` has n elements along one dim
     (other dims of size 1, e.g. torch's keepdim statistics [R, 1])."""
+    return shaped_row_operand(view, (n,), what, name)
+
+
+def shaped_row_operand(view: Any, row_shape: tuple[int, ...], what: str, name: str) -> Operand:
+    """A row operand of a row space of shape `row_shape`: `view` has that shape (any strides),
+    or holds its values in row-major order along one dim (a flat [R] or a keepdim view)."""
+    if tuple(view.shape) == tuple(row_shape):
+        return Operand(view, tuple(view.strides), None)
+    n = math.prod(row_shape)
     dims = [(size, st) for size, st in zip(view.shape, view.strides, strict=True) if size != 1]
     if math.prod(view.shape) != n or len(dims) > 1:
         fail(
-            f"{what}: {name} must hold one value per row ({n} along one dim), got shape "
+            f"{what}: {name} must hold one value per row ({list(row_shape)}), got shape "
             f"{list(view.shape)}"
         )
-    return Operand(view, (dims[0][1] if dims else 0,), None)
+    step = dims[0][1] if dims else 0
+    strides, inner = [], step
+    for size in reversed(row_shape):
+        strides.append(inner)
+        inner *= size
+    return Operand(view, tuple(reversed(strides)), None)
 
 
 def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
@@ -79,7 +93,7 @@ def coalesce(shape: tuple[int, ...], strides: list[tuple[int, ...]]):
     return tuple(n for n, _ in out), [tuple(ss[k] for _, ss in out) for k in range(len(strides))]
 
 
-def flat_blocks(a: int, b: int, sizes: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], int, int]]:
+def flat_blocks(a: int, b: int, sizes: tuple[int, ...]) -> Iterator[tuple[tuple, int, int]]:
     """Flat row-major range [a, b) of an index space of `sizes`, as rectangles
     (prefix index, lo, hi): dim len(prefix) runs over [lo, hi), the inner dims in full."""
     if len(sizes) == 1:

@@ -21,12 +21,15 @@ from ._loss_rows import (
     Total,
     check_reduced,
     check_scalar,
+    class_rows,
     combine,
+    from_class_rows,
     grad_scale,
     loader,
     loss_plan,
     loss_space,
     requests,
+    row_shape_of,
     store_totals,
     target_weights,
 )
@@ -57,9 +60,10 @@ def cross_entropy_forward(
     sum_i valid_i * w[t_i] (torch's weighted mean, also for the smoothing term).
 
     Dimensions:
-        logits: [N, C] or [C]. target: int64 pair view of N targets. weight: [C] or None.
-        loss: [N] (none) or one element. lse: [N] fp32 (saved for the backward) or None.
-        total_weight: one element or None.
+        logits: [N, C], [C] or [N, C, *S] (classes on dim 1), any strides; rows R = [N, *S].
+        target: int64 pair view of R targets. weight: [C] or None. loss: R values (none) or
+        one element. lse: R values, fp32 (saved for the backward), or None. total_weight: one
+        element or None.
     """
     what = "cross_entropy"
     red = REDUCTIONS.get(reduction)
@@ -194,8 +198,9 @@ def cross_entropy_backward(
     sum(w) - w[c])), p = exp(x - lse); g_i as in nll_loss_backward (valid rows only).
 
     Dimensions:
-        grad_logits, logits: [N, C] or [C]. grad_loss: [N] (none) or one element. lse: [N]
-        from the forward. total_weight: one element (mean). weight: [C] or None.
+        grad_logits, logits: [N, C], [C] or [N, C, *S]. grad_loss: R values (none) or one
+        element. lse: R values from the forward. total_weight: one element (mean). weight:
+        [C] or None.
     """
     what = "cross_entropy_backward"
     red = REDUCTIONS.get(reduction)
@@ -271,8 +276,7 @@ def _ce_coefs(gs, wt, eps: float, c_all: int, wsum, m: int, g: int):
 
 # ---------------------------------------------------------------- references
 def _ce_parts(logits, target, weight, ignore_index: int):
-    x = np.asarray(logits, np.float64)
-    x = x.reshape(1, -1) if x.ndim == 1 else x
+    x = class_rows(logits)
     c = x.shape[1]
     t = np.asarray(target).reshape(-1)
     w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
@@ -287,7 +291,7 @@ def cross_entropy_ref(
     logits, target, weight=None, *, reduction: int, ignore_index: int, label_smoothing: float = 0.0
 ):
     """(loss, lse, total_weight) in float64, as torch.nn.functional.cross_entropy with class
-    targets (loss [N] for none)."""
+    targets (loss of the row shape [N, *S] for none; lse [R] flat otherwise)."""
     x, w, valid, safe, lse, wt = _ce_parts(logits, target, weight, ignore_index)
     eps, c = label_smoothing, x.shape[1]
     logp = x - lse[:, None]
@@ -299,7 +303,8 @@ def cross_entropy_ref(
     total = wt.sum()
     red = REDUCTIONS[reduction]
     if red == "none":
-        return loss, lse, total
+        rows = row_shape_of(np.shape(logits))
+        return loss.reshape(rows), lse.reshape(rows), total
     return (loss.sum() / total if red == "mean" else loss.sum()), lse, total
 
 
@@ -313,7 +318,7 @@ def cross_entropy_backward_ref(
     ignore_index: int,
     label_smoothing: float = 0.0,
 ) -> np.ndarray:
-    """grad_logits [N, C] in float64."""
+    """grad_logits (the logits' shape) in float64."""
     x, w, valid, safe, lse, wt = _ce_parts(logits, target, weight, ignore_index)
     eps, c = label_smoothing, x.shape[1]
     g = np.asarray(grad_loss, np.float64).reshape(-1) * valid
@@ -323,4 +328,4 @@ def cross_entropy_backward_ref(
     onehot = np.zeros_like(x)
     onehot[np.arange(len(safe)), safe] = 1.0
     grad = (1 - eps) * wt[:, None] * (p - onehot) + eps / c * (p * w.sum() - w[None, :])
-    return g[:, None] * grad
+    return from_class_rows(g[:, None] * grad, np.shape(logits))

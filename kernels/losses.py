@@ -27,12 +27,15 @@ from ._loss_rows import (
     Total,
     check_reduced,
     check_scalar,
+    class_rows,
     combine,
+    from_class_rows,
     grad_scale,
     loader,
     loss_plan,
     loss_space,
     requests,
+    row_shape_of,
     store_totals,
     target_weights,
 )
@@ -78,8 +81,9 @@ def nll_loss_forward(
     """loss_i = -weight[t_i] * logp[i, t_i] (0 where t_i == ignore_index), reduced.
 
     Dimensions:
-        logp: [N, C] or [C] (one sample). target: int64 pair view of N targets. weight: [C]
-        or None. out: [N] (reduction 0, none) or one element (1 mean, 2 sum).
+        logp: [N, C], [C] (one sample) or [N, C, *S] (nll_loss2d: classes on dim 1), any
+        strides. Rows R = [N, *S] ([1] for [C]). target: int64 pair view of R targets.
+        weight: [C] or None. out: R values (reduction 0, none) or one element (1 mean, 2 sum).
         total_weight: one element (sum of weight[t_i] over counted rows; 0 for none with a
         2-D input, as torch) or None.
     """
@@ -141,9 +145,9 @@ def nll_loss_backward(
     grad_out (sum) or grad_out / total_weight (mean); 0 for ignored rows.
 
     Dimensions:
-        grad_logp: [N, C] or [C] (written whole). grad_out: [N] (none) or one element.
-        target: int64 pair view of N targets. weight: [C] or None. total_weight: one element
-        (mean; may be None otherwise).
+        grad_logp: [N, C], [C] or [N, C, *S] (written whole). grad_out: R values (none) or one
+        element. target: int64 pair view of R targets. weight: [C] or None. total_weight: one
+        element (mean; may be None otherwise).
     """
     what = "nll_loss_backward"
     red = REDUCTIONS.get(reduction)
@@ -176,11 +180,6 @@ def nll_loss_backward(
 
 
 # ---------------------------------------------------------------- references
-def _rows_of(x) -> np.ndarray:
-    x64 = np.asarray(x, np.float64)
-    return x64.reshape(1, -1) if x64.ndim == 1 else x64
-
-
 def _targets(target, n_classes: int, weight, ignore_index: int):
     """(targets, valid, safe targets, class weights, w[target] masked) in float64."""
     t = np.asarray(target).reshape(-1)
@@ -191,25 +190,28 @@ def _targets(target, n_classes: int, weight, ignore_index: int):
 
 
 def nll_loss_ref(logp, target, weight=None, *, reduction: int, ignore_index: int):
-    """(out, total_weight) in float64, as torch's nll_loss_forward (out [N] for none)."""
-    lp = _rows_of(logp)
+    """(out, total_weight) in float64, as torch's nll_loss_forward / nll_loss2d_forward (out
+    of the row shape [N, *S] for none)."""
+    lp = class_rows(logp)
     _, valid, safe, w, wt = _targets(target, lp.shape[1], weight, ignore_index)
     loss = np.where(valid, -w[safe] * lp[np.arange(len(safe)), safe], 0.0)
     total = wt.sum()
     red = REDUCTIONS[reduction]
     if red == "none":
-        return loss, (total if np.ndim(logp) == 1 else 0.0)
+        return loss.reshape(row_shape_of(np.shape(logp))), (total if np.ndim(logp) == 1 else 0.0)
     return (loss.sum() / total if red == "mean" else loss.sum()), total
 
 
 def nll_loss_backward_ref(
-    grad_out, target, weight, total_weight, n_classes: int, *, reduction: int, ignore_index: int
+    grad_out, target, weight, total_weight, shape: tuple, *, reduction: int, ignore_index: int
 ) -> np.ndarray:
-    """grad_logp [N, C] in float64, as torch's nll_loss_backward."""
-    t, valid, safe, _, wt = _targets(target, n_classes, weight, ignore_index)
+    """grad_logp of `shape` ([C], [N, C] or [N, C, *S]) in float64, as torch's
+    nll_loss_backward."""
+    c = shape[0] if len(shape) == 1 else shape[1]
+    t, valid, safe, _, wt = _targets(target, c, weight, ignore_index)
     g = np.asarray(grad_out, np.float64).reshape(-1)
     if REDUCTIONS[reduction] == "mean":
         g = g / float(np.asarray(total_weight).reshape(-1)[0])
-    grad = np.zeros((len(t), n_classes))
+    grad = np.zeros((len(t), c))
     grad[np.arange(len(t)), safe] = np.where(valid, -wt * g, 0.0)
-    return grad
+    return from_class_rows(grad, tuple(shape))

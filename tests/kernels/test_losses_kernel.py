@@ -112,7 +112,7 @@ def test_nll_backward(rng, n, c, red, weighted):
     got = launch(
         ls.nll_loss_backward, grad, gout, pairs(t), w, tw, reduction=red, ignore_index=IGNORE
     )[0]
-    want = ls.nll_loss_backward_ref(gout, t, w, tw, c, reduction=red, ignore_index=IGNORE)
+    want = ls.nll_loss_backward_ref(gout, t, w, tw, (n, c), reduction=red, ignore_index=IGNORE)
     assert_close(got, want, "float32", 2)
 
 
@@ -130,7 +130,7 @@ def test_nll_in_chunks(rng, monkeypatch, weighted):
     got = launch(
         ls.nll_loss_backward, grad, gout, pairs(t), w, None, reduction=0, ignore_index=IGNORE
     )[0]
-    want = ls.nll_loss_backward_ref(gout, t, w, None, 300, reduction=0, ignore_index=IGNORE)
+    want = ls.nll_loss_backward_ref(gout, t, w, None, (9, 300), reduction=0, ignore_index=IGNORE)
     assert_close(got, want, "float32", 2)
 
 
@@ -273,7 +273,7 @@ def test_references_match_torch(rng, red):
     g = torch.tensor(rng.standard_normal(out.shape))
     gl = torch.ops.aten.nll_loss_backward(g, logp, tt, wt, red, IGNORE, tw)
     ref_g = ls.nll_loss_backward_ref(
-        g.numpy(), t, w, tw.numpy(), c, reduction=red, ignore_index=IGNORE
+        g.numpy(), t, w, tw.numpy(), (n, c), reduction=red, ignore_index=IGNORE
     )
     np.testing.assert_allclose(ref_g, gl.numpy(), rtol=1e-12)
     ce = torch.nn.functional.cross_entropy(
@@ -397,5 +397,117 @@ def test_other_chips(rng, chip):
         ignore_index=IGNORE,
         chip=chip,
     )[0]
-    ref = ls.nll_loss_backward_ref(np.ones(1), t, w, got[2], 20, reduction=1, ignore_index=IGNORE)
+    ref = ls.nll_loss_backward_ref(
+        np.ones(1), t, w, got[2], (130, 20), reduction=1, ignore_index=IGNORE
+    )
     assert_close(grad, ref, "float32", 2)
+
+
+# ---------------------------------------------------------------- [N, C, *S] inputs
+@pytest.mark.parametrize("red", REDS)
+def test_nll_spatial(rng, red):
+    """nll_loss2d-style input [N, C, H, W] with targets [N, H, W] (classes on dim 1)."""
+    n, c, h, w_ = 2, 5, 3, 7
+    x = 2.0 * rng.standard_normal((n, c, h, w_))
+    logp = (x - np.log(np.exp(x).sum(axis=1, keepdims=True))).astype(np.float32)
+    t = rng.integers(0, c, (n, h, w_))
+    t[0, 1, ::2] = IGNORE
+    w = (rng.random(c) + 0.5).astype(np.float32)
+    out = np.zeros((n, h, w_) if red == 0 else (1,), np.float32)
+    got = launch(
+        ls.nll_loss_forward,
+        out,
+        np.zeros(1, np.float32),
+        logp,
+        pairs(t),
+        w,
+        reduction=red,
+        ignore_index=IGNORE,
+    )
+    want, want_tw = ls.nll_loss_ref(logp, t, w, reduction=red, ignore_index=IGNORE)
+    assert_close(got[0], np.reshape(want, got[0].shape), "float32", 4, abs_frac=1)
+    gout = randn(rng, out.shape, np.float32)
+    tw = np.array([want_tw], np.float32)
+    grad = launch(
+        ls.nll_loss_backward,
+        np.zeros_like(logp),
+        gout,
+        pairs(t),
+        w,
+        tw,
+        reduction=red,
+        ignore_index=IGNORE,
+    )[0]
+    ref = ls.nll_loss_backward_ref(gout, t, w, tw, logp.shape, reduction=red, ignore_index=IGNORE)
+    assert_close(grad, ref, "float32", 2)
+
+
+@pytest.mark.parametrize("red", REDS)
+def test_cross_entropy_spatial_channels_last(rng, red):
+    """Segmentation-style logits [N, C, L] stored channels-last, label smoothing."""
+    xv, xs = transposed(rng, (3, 6, 50), np.float32, (0, 2, 1))
+    t = rng.integers(0, 6, (3, 50))
+    t[1, :10] = IGNORE
+    loss = np.zeros((3, 50) if red == 0 else (1,), np.float32)
+    lse, tw = np.zeros((3, 50), np.float32), np.zeros(1, np.float32)
+    got = launch(
+        ls.cross_entropy_forward,
+        loss,
+        lse,
+        tw,
+        xs,
+        pairs(t),
+        None,
+        reduction=red,
+        ignore_index=IGNORE,
+        label_smoothing=0.1,
+    )
+    want, want_lse, _ = ls.cross_entropy_ref(
+        xv, t, None, reduction=red, ignore_index=IGNORE, label_smoothing=0.1
+    )
+    assert_close(got[0], np.reshape(want, got[0].shape), "float32", 4, abs_frac=1)
+    assert_close(got[1], np.reshape(want_lse, (3, 50)), "float32", 2)
+    g = randn(rng, loss.shape, np.float32)
+    grad = launch(
+        ls.cross_entropy_backward,
+        np.zeros(xv.shape, np.float32),
+        g,
+        xs,
+        pairs(t),
+        got[1],
+        got[2],
+        None,
+        reduction=red,
+        ignore_index=IGNORE,
+        label_smoothing=0.1,
+    )[0]
+    ref = ls.cross_entropy_backward_ref(
+        g, xv, t, None, reduction=red, ignore_index=IGNORE, label_smoothing=0.1
+    )
+    assert_close(grad, ref, "float32", 4, abs_frac=1)
+
+
+def test_spatial_references_match_torch(rng):
+    torch = pytest.importorskip("torch")
+    x = torch.tensor(rng.standard_normal((2, 4, 3, 5)), requires_grad=True)
+    t = rng.integers(0, 4, (2, 3, 5))
+    t[0, 0, 0] = IGNORE
+    w = rng.random(4) + 0.5
+    ce = torch.nn.functional.cross_entropy(
+        x,
+        torch.tensor(t),
+        torch.tensor(w),
+        ignore_index=IGNORE,
+        reduction="none",
+        label_smoothing=0.2,
+    )
+    want, _, _ = ls.cross_entropy_ref(
+        x.detach().numpy(), t, w, reduction=0, ignore_index=IGNORE, label_smoothing=0.2
+    )
+    np.testing.assert_allclose(want, ce.detach().numpy(), rtol=1e-10)
+    g = torch.tensor(rng.standard_normal(ce.shape))
+    (gx,) = torch.autograd.grad(ce, x, g)
+    ref = ls.cross_entropy_backward_ref(
+        g.numpy(), x.detach().numpy(), t, w, reduction=0, ignore_index=IGNORE, label_smoothing=0.2
+    )
+    np.testing.assert_allclose(ref, gx.numpy(), rtol=1e-9, atol=1e-12)
