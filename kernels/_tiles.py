@@ -1,0 +1,448 @@
+"""Tiling of elementwise device kernels over HBM views of any shape, strides and broadcasting.
+
+Layer: kernel library (trnsim.kernels); NKI API only (HBM access patterns, DMA, SBUF tiles).
+
+A pointwise-style kernel writes one output of shape S from operands that are broadcastable to S
+(numpy rules; stride-0 dims allowed). `plan` turns the operands into a list of `Tile`s: boxes of
+the index space of S, each `parts` (<= 128) rows on the partitions by `free` (at most three
+dims, at most `max_free` elements) per partition, with, for every operand, the DMA access
+pattern of its elements in that box. A kernel body then sees matching SBUF tiles of one shape
+for all its operands, whatever their layouts.
+
+How the boxes are chosen:
+
+1. Every operand is broadcast to S (missing or size-1 dims get stride 0); dims of size 1 go.
+2. Adjacent dims merge wherever *every* operand allows it (stride[i] == stride[i+1] * n[i+1]):
+   same-layout contiguous operands become one dim, a row-broadcast bias keeps two.
+3. A few candidate layouts are scored by an estimated time (TILE_COST per tile plus the
+   elements streamed per partition), then partitions used, then a unit-stride innermost free
+   dim (long DMA runs): each dim may be the partition dim (chunks
+   of 128, ragged last chunk) or be split into [p, C] rows (p = 128, or a divisor of the dim in
+   [64, 128] so no remainder is left; a remainder of < p rows is tiled on its own). Free dims
+   are taken from the innermost outwards while they fit `max_free`; the first one that does
+   not fit is chunked (balanced chunks); dims left over are looped. A contiguous tensor of N
+   elements thus becomes [128, N // 128] (free chunks of <= max_free) plus one [1, N % 128]
+   remainder, a 4x4 tensor one [16, 1] tile, a [M, N] + [N] bias add [128, N] row blocks.
+
+`prefetched` loads the input tiles of tile i+1 before yielding tile i (so the DMA queue does not
+wait for tile i's compute), keeps a stride-0 free dim compact in SBUF (loaded once per row,
+broadcast to the compute engines by a stride-0 SBUF view), and reuses a load whose access
+pattern repeats from one tile to the next (a bias vector is read once, not once per row block).
+
+Operands can also be *virtual index operands* (`index_operand`): no tensor, only strides over
+S; their per-tile access gives the affine pattern of a logical index (iota's offset,
+channel_multiplier and pattern), e.g. for arange or a triangle mask. An int64 *pair view*
+(device-kernels.md: shape S + (2,), the words of each element adjacent) is a `pair_operand`:
+planned over S, its tiles carry a trailing pair of words ([..., 2] in SBUF and in the DMA).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trnsim.nki import isa as nisa
+from trnsim.nki import language as nl
+
+from ._common import fail
+
+P_MAX = 128  # partitions per tile (pmax)
+MAX_FREE = 4096  # elements per partition per tile: 16 KiB of fp32, well above the 2 KiB DMA floor
+MAX_FREE_DIMS = 3  # SBUF tiles stay [P, f0, f1, f2]: instructions take at most 4-D operands
+MIN_SPLIT_PARTS = 64  # a divisor of a dim in [64, 128] splits it into rows with no remainder
+DOUBLE_BUFFER = 2  # tiles in flight per operand (tile i computed while tile i+1 loads)
+# Fixed cost of one tile (its DMAs' ~2 us set-up and a few instructions' issue), in elements
+# streamed per partition: one more tile pays off when it saves more than this per partition.
+TILE_COST = 2048
+
+
+# ---------------------------------------------------------------- operands
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One tensor of a pointwise launch, as element strides over the planned shape S.
+
+    tensor: the HBM tensor (NkiTensor), or None for a virtual index operand.
+    strides: one per dim of S (0 where the operand is broadcast), in elements of the tensor.
+    offset: element offset of S's origin in the tensor's storage.
+    pair: an int64 pair view: each element is two int32 words (low, high), adjacent.
+    """
+
+    tensor: Any | None
+    strides: tuple[int, ...]
+    offset: int
+    pair: bool = False
+
+
+def broadcast_strides(
+    shape: Sequence[int], t_shape: Sequence[int], t_strides: Sequence[int], what: str
+) -> tuple[int, ...]:
+    """Strides of a (t_shape, t_strides) view broadcast to `shape` (numpy rules), 0 where
+    broadcast; fail() if the shapes are not broadcastable."""
+    shape, t_shape = tuple(shape), tuple(t_shape)
+    if len(t_shape) > len(shape):
+        fail(f"{what}: shape {list(t_shape)} has more dims than the output {list(shape)}")
+    pad = len(shape) - len(t_shape)
+    out = [0] * pad
+    for n, tn, ts in zip(shape[pad:], t_shape, t_strides, strict=True):
+        if tn == n:
+            out.append(int(ts) if n > 1 else 0)
+        elif tn == 1:
+            out.append(0)
+        else:
+            fail(
+                f"{what}: shape {list(t_shape)} does not broadcast to the output shape "
+                f"{list(shape)} (numpy rules: each dim equal or 1)"
+            )
+    return tuple(out)
+
+
+def operand(t: Any, shape: Sequence[int], what: str) -> Operand:
+    """An HBM tensor read (or written) over `shape`, broadcast numpy-style."""
+    return Operand(t, broadcast_strides(shape, t.shape, t.strides, what), int(t.offset))
+
+
+def pair_operand(t: Any, shape: Sequence[int], what: str) -> Operand:
+    """An int64 pair view (shape S' + (2,), last stride 1, S' broadcastable to `shape`)."""
+    if len(t.shape) < 2 or t.shape[-1] != 2 or t.strides[-1] != 1:
+        fail(
+            f"{what}: an int64 operand is an int32 pair view of shape S + (2,) with last "
+            f"stride 1 (device-kernels.md), got shape {list(t.shape)}, strides "
+            f"{list(t.strides)}"
+        )
+    return Operand(
+        t, broadcast_strides(shape, t.shape[:-1], t.strides[:-1], what), int(t.offset), pair=True
+    )
+
+
+def index_operand(strides: Sequence[int], offset: int = 0) -> Operand:
+    """A virtual operand: the affine index offset + sum(i_d * strides[d]) over the shape."""
+    return Operand(None, tuple(int(s) for s in strides), int(offset))
+
+
+def row_major(shape: Sequence[int]) -> tuple[int, ...]:
+    """Contiguous (row-major) element strides of `shape`."""
+    out, acc = [], 1
+    for n in reversed(tuple(shape)):
+        out.append(acc)
+        acc *= int(n)
+    return tuple(reversed(out))
+
+
+# ---------------------------------------------------------------- tiles
+
+
+@dataclass(frozen=True)
+class Access:
+    """One operand's elements in one tile: offset, partition step, free-dim steps."""
+
+    offset: int
+    pstep: int
+    fsteps: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A [parts, *free] box of the output's index space and every operand's access to it."""
+
+    parts: int
+    free: tuple[int, ...]
+    access: tuple[Access, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.parts, *self.free)
+
+    @property
+    def free_size(self) -> int:
+        return math.prod(self.free)
+
+    def pattern(self, i: int) -> list[list[int]]:
+        """Operand i's [step, count] access pattern: partition pair first, then free dims."""
+        a = self.access[i]
+        return [[a.pstep, self.parts], *([s, n] for s, n in zip(a.fsteps, self.free, strict=True))]
+
+    def hbm(self, op: Operand, i: int) -> Any:
+        """Operand i's elements of this tile as an HBM access-pattern view (a pair operand
+        carries a trailing [1, 2] for its two words)."""
+        pat = self.pattern(i)
+        if op.pair:
+            pat.append([1, 2])
+        return op.tensor.ap(pat, offset=self.access[i].offset)
+
+
+# ---------------------------------------------------------------- planning
+
+
+@dataclass(frozen=True)
+class _Block:
+    dims: tuple[int, ...]
+    strides: tuple[tuple[int, ...], ...]  # per operand, one per dim
+    offsets: tuple[int, ...]  # per operand
+
+
+@dataclass(frozen=True)
+class _Layout:
+    block: _Block
+    pdim: int | None  # partition dim (chunks of <= 128), or None: one partition
+    free: tuple[int, ...]  # free dims, outer to inner
+    chunk: tuple[int, int] | None  # (dim, chunk size) of the one chunked free dim
+    rest: tuple[_Layout, ...]  # layouts of a split's remainder block
+
+    def count(self) -> int:
+        """Tiles of this layout (with its remainder's)."""
+        n = self.block.dims
+        c = 1
+        for d, nd in enumerate(n):
+            if d == self.pdim:
+                c *= -(-nd // P_MAX)
+            elif self.chunk is not None and d == self.chunk[0]:
+                c *= -(-nd // self.chunk[1])
+            elif d not in self.free:
+                c *= nd
+        return c + sum(r.count() for r in self.rest)
+
+    def cost(self) -> int:
+        """Estimated time in per-partition elements: TILE_COST per tile plus the elements each
+        tile streams per partition (summed over the tiles)."""
+        n = self.block.dims
+        rows = -(-n[self.pdim] // P_MAX) if self.pdim is not None else 1
+        per_part = math.prod(nd for d, nd in enumerate(n) if d != self.pdim) * rows
+        own = self.count() - sum(r.count() for r in self.rest)
+        return own * TILE_COST + per_part + sum(r.cost() for r in self.rest)
+
+    def score(self) -> tuple[int, int, int]:
+        n, s0 = self.block.dims, self.block.strides[0]
+        parts = min(P_MAX, n[self.pdim]) if self.pdim is not None else 1
+        inner = self.free[-1] if self.free else None
+        unit = inner is not None and abs(s0[inner]) == 1
+        return (self.cost(), -parts, -int(unit))
+
+
+def _coalesce(dims: list[int], strides: list[list[int]]) -> None:
+    """Merge adjacent dims in place wherever every operand's strides allow it."""
+    d = len(dims) - 1
+    while d > 0:
+        if all(s[d - 1] == s[d] * dims[d] for s in strides):
+            dims[d - 1] *= dims[d]
+            for s in strides:
+                s[d - 1] = s[d]
+            del dims[d]
+            for s in strides:
+                del s[d]
+        d -= 1
+
+
+def _free_dims(n: tuple[int, ...], pdim: int | None, max_free: int):
+    """Free dims from the innermost outwards while they fit; the first misfit is chunked."""
+    free: list[int] = []
+    size, chunk = 1, None
+    for d in reversed(range(len(n))):
+        if d == pdim:
+            continue
+        if len(free) == MAX_FREE_DIMS:
+            break
+        if size * n[d] <= max_free:
+            free.append(d)
+            size *= n[d]
+            continue
+        c = max_free // size
+        if c >= 2 or size == 1:
+            c = max(1, c)
+            c = -(-n[d] // -(-n[d] // c))  # balanced chunks
+            free.append(d)
+            chunk = (d, c)
+        break
+    return tuple(sorted(free)), chunk
+
+
+def _split(block: _Block, j: int) -> tuple[_Block, _Block | None] | None:
+    """Dim j split into [p, C] rows (+ a remainder block of < p rows), or None."""
+    nj = block.dims[j]
+    p = next((q for q in range(P_MAX, MIN_SPLIT_PARTS - 1, -1) if nj % q == 0 and nj > q), None)
+    if p is None:
+        if nj < 2 * P_MAX:
+            return None
+        p = P_MAX
+    c, r = nj // p, nj % p
+    dims = (*block.dims[:j], p, c, *block.dims[j + 1 :])
+    strides = tuple((*s[:j], s[j] * c, s[j], *s[j + 1 :]) for s in block.strides)
+    main = _Block(dims, strides, block.offsets)
+    if r == 0:
+        return main, None
+    rdims = (*block.dims[:j], r, *block.dims[j + 1 :])
+    roffs = tuple(o + p * c * s[j] for o, s in zip(block.offsets, block.strides, strict=True))
+    return main, _Block(rdims, block.strides, roffs)
+
+
+def _best(block: _Block, max_free: int, depth: int = 0) -> _Layout:
+    cands = []
+    for pdim in (None, *range(len(block.dims))):
+        free, chunk = _free_dims(block.dims, pdim, max_free)
+        cands.append(_Layout(block, pdim, free, chunk, ()))
+    if depth < 2:
+        for j in range(len(block.dims)):
+            sp = _split(block, j)
+            if sp is None:
+                continue
+            main, rem = sp
+            free, chunk = _free_dims(main.dims, j, max_free)
+            rest = () if rem is None else (_best(rem, max_free, depth + 1),)
+            cands.append(_Layout(main, j, free, chunk, rest))
+    return min(cands, key=_Layout.score)
+
+
+def _emit(lay: _Layout, out: list[Tile]) -> None:
+    b = lay.block
+    ranges = []
+    for d, nd in enumerate(b.dims):
+        if d == lay.pdim:
+            step = P_MAX
+        elif lay.chunk is not None and d == lay.chunk[0]:
+            step = lay.chunk[1]
+        elif d in lay.free:
+            step = nd
+        else:
+            step = 1
+        ranges.append([(i, min(step, nd - i)) for i in range(0, nd, step)])
+    for pos in itertools.product(*ranges):
+        parts = pos[lay.pdim][1] if lay.pdim is not None else 1
+        free = tuple(pos[d][1] for d in lay.free) or (1,)  # tiles keep a free dim
+        acc = []
+        for s, o in zip(b.strides, b.offsets, strict=True):
+            off = o + sum(start * s[d] for d, (start, _) in enumerate(pos))
+            pstep = s[lay.pdim] if lay.pdim is not None else 0
+            acc.append(Access(off, pstep, tuple(s[d] for d in lay.free) or (0,)))
+        out.append(Tile(parts, free, tuple(acc)))
+    for r in lay.rest:
+        _emit(r, out)
+
+
+def plan(shape: Sequence[int], operands: Sequence[Operand], max_free: int = MAX_FREE) -> list[Tile]:
+    """The tiles covering `shape` once, with every operand's access pattern in each.
+
+    Args:
+        shape: the output's shape S (every operand is already broadcast to it, see `operand`).
+        operands: the output(s) first by convention (the layout prefers a unit-stride
+            innermost free dim for operand 0), then the inputs.
+        max_free: elements per partition per tile (the caller's SBUF budget, see
+            `free_budget`).
+    """
+    dims = [int(n) for n in shape]
+    strides = [list(op.strides) for op in operands]
+    keep = [d for d, n in enumerate(dims) if n != 1]
+    dims = [dims[d] for d in keep] or [1]
+    strides = [[s[d] for d in keep] or [0] for s in strides]
+    _coalesce(dims, strides)
+    block = _Block(
+        tuple(dims), tuple(tuple(s) for s in strides), tuple(op.offset for op in operands)
+    )
+    tiles: list[Tile] = []
+    _emit(_best(block, max(1, int(max_free))), tiles)
+    return tiles
+
+
+def free_budget(bytes_per_elem: float, share: float = 0.75) -> int:
+    """max_free for a kernel whose tiles need `bytes_per_elem` bytes of SBUF per element (all
+    its input, output and scratch tiles together), double-buffered in `share` of the SBUF."""
+    budget = nl.tile_size.total_available_sbuf_size * share / DOUBLE_BUFFER
+    return max(1, min(MAX_FREE, int(budget // max(bytes_per_elem, 1))))
+
+
+# ---------------------------------------------------------------- loads
+
+
+@dataclass(frozen=True)
+class Load:
+    """An operand to load into SBUF for each tile; `dtype` (None: the tensor's) different from
+    the tensor's makes the DMA cast (through fp32, nki-api.md §5A.2)."""
+
+    index: int
+    dtype: Any = None
+
+
+def load(tile: Tile, op: Operand, i: int, dtype: Any = None, name: str = "in") -> Any:
+    """Operand i of `tile` in SBUF, shaped tile.shape (+ (2,) for a pair operand).
+
+    A free dim the operand does not vary along (step 0) is loaded once (size 1 in SBUF) and
+    broadcast to the engines by a stride-0 view; a partition-broadcast (step 0) is done by the
+    DMA."""
+    acc = tile.access[i]
+    compact = tuple(n if s else 1 for n, s in zip(tile.free, acc.fsteps, strict=True))
+    pair = (2,) if op.pair else ()
+    t = nl.ndarray(
+        (tile.parts, *compact, *pair), dtype=dtype or op.tensor.dtype, buffer=nl.sbuf, name=name
+    )
+    pat = [[acc.pstep, tile.parts]]
+    pat += [[s, n] for n, s in zip(tile.free, acc.fsteps, strict=True) if s]
+    if op.pair:
+        pat.append([1, 2])
+    nisa.dma_copy(dst=t, src=op.tensor.ap(pat, offset=acc.offset))
+    for d, (n, c) in enumerate(zip(tile.free, compact, strict=True)):
+        if c != n:
+            t = t.broadcast(d + 1, n)
+    return t
+
+
+def _reuse_key(tile: Tile, i: int) -> tuple:
+    a = tile.access[i]
+    return (a.offset, a.pstep, a.fsteps, tile.free)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One tile of one plan and what to load for it (`tag` is the caller's, passed back)."""
+
+    tag: Any
+    tile: Tile
+    operands: Sequence[Operand]
+    loads: Sequence[Load]
+
+
+def prefetched_work(work: Sequence[Work], name: str = "in") -> Iterator[tuple[Work, list[Any]]]:
+    """Yield (work item, [SBUF tile per load]) for every item, the loads of item i+1 issued
+    before item i is yielded (items may come from several plans: a multi-tensor launch).
+
+    A load whose access pattern is the same as in the previous item of the same operand list
+    is not repeated: its SBUF tile is reused (sliced to fewer partitions if needed)."""
+    last: dict[tuple[int, int], tuple[tuple, int, Any]] = {}
+
+    def fetch(w: Work) -> list[Any]:
+        out = []
+        for ld in w.loads:
+            key, slot = _reuse_key(w.tile, ld.index), (id(w.operands), ld.index)
+            hit = last.get(slot)
+            if hit is not None and hit[0] == key and hit[1] >= w.tile.parts:
+                t = hit[2]
+                out.append(t if hit[1] == w.tile.parts else t[: w.tile.parts])
+                continue
+            t = load(w.tile, w.operands[ld.index], ld.index, ld.dtype, name)
+            last[slot] = (key, w.tile.parts, t)
+            out.append(t)
+        return out
+
+    if not work:
+        return
+    nxt = fetch(work[0])
+    for k, w in enumerate(work):
+        cur = nxt
+        if k + 1 < len(work):
+            nxt = fetch(work[k + 1])
+        yield w, cur
+
+
+def prefetched(
+    tiles: Sequence[Tile], operands: Sequence[Operand], loads: Sequence[Load], name: str = "in"
+) -> Iterator[tuple[Tile, list[Any]]]:
+    """Yield (tile, [SBUF tile per load]) for every tile of one plan, as prefetched_work."""
+    for w, loaded in prefetched_work([Work(None, t, operands, loads) for t in tiles], name):
+        yield w.tile, loaded
+
+
+def store(tile: Tile, op: Operand, i: int, src: Any) -> None:
+    """Write the SBUF tile `src` (shaped tile.shape, + (2,) for a pair) to operand i."""
+    nisa.dma_copy(dst=tile.hbm(op, i), src=src)

@@ -1,0 +1,476 @@
+"""The pointwise op table, part 2: binary and ternary ops (arithmetic, division, comparisons,
+logical and bitwise ops, where, masked_fill, addcmul/addcdiv, lerp), each with its tile bodies
+and float64 numpy reference.
+
+Layer: kernel library (trnsim.kernels); NKI API only. A scalar operand (other=2.0) is a
+tensor_scalar immediate in the float domain and a (P, 1) int32 constant tile in the integer
+domain (GpSimd's exact int32 ALU takes tensors only).
+
+Division: the ALU's divide, fmod and mod are not available on hardware (nki-api.md §6.2), so
+x / y is x * (1/y) (VectorE reciprocal, then one multiply: within ~1.5 ulp of the correctly
+rounded quotient). Float floor/trunc division and remainder/fmod take floor/trunc of that fp32
+quotient; PyTorch derives them from an exact fmod, so they can differ where x / y lies within an
+ulp of an integer (quotients of integer-valued floats below 2^23 are exact). Integer division is
+exact: an fp32 estimate of the quotient, refined once by the exact int32 remainder (GpSimd),
+then corrected by one towards floor or trunc. Integer division by zero gives an undefined value
+(PyTorch raises).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from trnsim.nki import isa as nisa
+from trnsim.nki import language as nl
+
+from . import _pw_math as M
+from ._common import fail
+from ._pw_tile import GPSIMD, VECTOR, OpSpec, TileOps, is_tile, register
+
+I32 = nl.int32
+HALF_PI = math.pi / 2
+
+
+def _wrap32(v: int) -> int:
+    return (int(v) + 2**31) % 2**32 - 2**31
+
+
+def _iv(k: TileOps, y: Any) -> Any:
+    """An integer operand as an int32 tile (a scalar becomes a constant tile)."""
+    return y if is_tile(y) else k.iconst(_wrap32(y))
+
+
+def _xy(v: dict) -> tuple[Any, Any]:
+    return v["input"], v["other"]
+
+
+# ---------------------------------------------------------------- arithmetic
+
+
+def _add(k, dst, v, a, sign: float = 1.0):
+    x, y = _xy(v)
+    alpha = sign * float(a["alpha"])
+    if not is_tile(y):
+        k.ts(dst, x, nl.add, alpha * float(y))
+    elif alpha == 1.0:
+        k.tt(dst, x, y, nl.add)
+    elif alpha == -1.0:
+        k.tt(dst, x, y, nl.subtract)
+    else:
+        k.stt(dst, y, nl.multiply, alpha, nl.add, x)
+
+
+def _sub(k, dst, v, a):
+    _add(k, dst, v, a, -1.0)
+
+
+def _rsub(k, dst, v, a):  # other - alpha * self
+    x, y = _xy(v)
+    alpha = float(a["alpha"])
+    if not is_tile(y):
+        k.ts(dst, x, nl.multiply, -alpha, nl.add, float(y))
+    elif alpha == 1.0:
+        k.tt(dst, y, x, nl.subtract)
+    else:
+        k.stt(dst, x, nl.multiply, -alpha, nl.add, y)
+
+
+def _add_int(k, dst, v, a, sign: int = 1):
+    x, y = _xy(v)
+    alpha = sign * int(a["alpha"])
+    if not is_tile(y):
+        k.tt(dst, x, k.iconst(_wrap32(alpha * int(y))), nl.add, GPSIMD)
+        return
+    if alpha not in (1, -1):
+        t = k.tmp(I32, "add_t")
+        k.tt(t, y, k.iconst(_wrap32(alpha)), nl.multiply, GPSIMD)
+        y, alpha = t, 1
+    k.tt(dst, x, y, nl.add if alpha == 1 else nl.subtract, GPSIMD)
+
+
+def _sub_int(k, dst, v, a):
+    _add_int(k, dst, v, a, -1)
+
+
+def _rsub_int(k, dst, v, a):
+    x, y = _xy(v)
+    t = k.tmp(I32, "rsub_t")
+    k.tt(t, x, k.iconst(_wrap32(a["alpha"])), nl.multiply, GPSIMD)
+    k.tt(dst, _iv(k, y), t, nl.subtract, GPSIMD)
+
+
+def _binop(op: Any):
+    def body(k, dst, v, a):
+        x, y = _xy(v)
+        k.binop(dst, x, y, op)
+
+    return body
+
+
+def _binop_int(op: Any, engine: Any = GPSIMD):
+    def body(k, dst, v, a):
+        x, y = _xy(v)
+        if engine == VECTOR and not is_tile(y):
+            k.ts(dst, x, op, _wrap32(y))  # bitvec immediates are integers
+        elif engine == VECTOR and not is_tile(x):
+            k.ts(dst, y, op, _wrap32(x))
+        else:
+            k.tt(dst, _iv(k, x), _iv(k, y), op, engine)
+
+    return body
+
+
+# ---------------------------------------------------------------- division
+
+
+def _quotient(k: TileOps, dst: Any, x: Any, y: Any) -> None:
+    """dst = x * (1/y), fp32."""
+    if not is_tile(y):
+        y = float(y)
+        k.ts(dst, x, nl.multiply, 1.0 / y if y else math.copysign(math.inf, y))
+        return
+    r = k.tmp(name="div_r")
+    k.ts(r, y, nl.reciprocal)
+    if is_tile(x):
+        k.tt(dst, x, r, nl.multiply)
+    else:
+        k.ts(dst, r, nl.multiply, float(x))
+
+
+def _div(k, dst, v, a):
+    x, y = _xy(v)
+    mode = a["rounding_mode"]
+    if mode is None:
+        _quotient(k, dst, x, y)
+        return
+    q = k.tmp(name="div_q")
+    _quotient(k, q, x, y)
+    M.round_int(k, dst, q, mode)
+
+
+def _remainder_like(mode: str):
+    def body(k, dst, v, a):  # x - y * floor(x / y)  (trunc for fmod)
+        x, y = _xy(v)
+        q = k.tmp(name="rem_q")
+        _quotient(k, q, x, y)
+        M.round_int(k, q, q, mode)
+        if is_tile(y):
+            k.tt(q, q, y, nl.multiply)
+            k.tt(dst, x, q, nl.subtract)
+        else:
+            k.stt(dst, q, nl.multiply, -float(y), nl.add, x)
+
+    return body
+
+
+def _int_divmod(k: TileOps, x: Any, y: Any, trunc: bool) -> tuple[Any, Any]:
+    """(q, r) int32 tiles with x = q*y + r exactly: floor division (r has y's sign) or trunc
+    division (r has x's sign)."""
+    r_f = k.tmp(name="idiv_rcp")
+    k.ts(r_f, y, nl.reciprocal)
+    est = k.tmp(name="idiv_est")
+    k.tt(est, x, r_f, nl.multiply)
+    q = k.tmp(I32, "idiv_q")
+    k.copy(q, est)  # round to nearest
+    t = k.tmp(I32, "idiv_t")
+    rem = k.tmp(I32, "idiv_rem")
+
+    def remainder():
+        k.tt(t, q, y, nl.multiply, GPSIMD)
+        k.tt(rem, x, t, nl.subtract, GPSIMD)
+
+    remainder()
+    k.tt(est, rem, r_f, nl.multiply)  # refine with the exact remainder
+    k.copy(t, est)
+    k.tt(q, q, t, nl.add, GPSIMD)
+    remainder()  # now |rem| <= |y|/2
+    fix = k.tmp(I32, "idiv_fix")
+    # floor: where rem and y have opposite signs, q -= 1 and rem += y
+    k.tt(est, rem, y, nl.multiply)
+    k.ts(fix, est, nl.less, 0.0)
+    k.tt(q, q, fix, nl.subtract, GPSIMD)
+    k.tt(t, fix, y, nl.multiply, GPSIMD)
+    k.tt(rem, rem, t, nl.add, GPSIMD)
+    if trunc:  # towards zero: where the floor quotient is negative and not exact, q += 1
+        k.ts(est, rem, nl.not_equal, 0.0)
+        k.stt(est, q, nl.less, 0.0, nl.multiply, est)
+        k.copy(fix, est)
+        k.tt(q, q, fix, nl.add, GPSIMD)
+        k.tt(t, fix, y, nl.multiply, GPSIMD)
+        k.tt(rem, rem, t, nl.subtract, GPSIMD)
+    return q, rem
+
+
+def _div_int(k, dst, v, a):
+    mode = a["rounding_mode"]
+    if mode is None:
+        fail(
+            "pointwise(div): rounding_mode=None (true division) has a floating-point result; "
+            "pass a float output, or rounding_mode='trunc' / 'floor' for integer outputs"
+        )
+    x, y = _xy(v)
+    q, _ = _int_divmod(k, _iv(k, x), _iv(k, y), trunc=mode == "trunc")
+    k.copy(dst, q, VECTOR)
+
+
+def _mod_int(trunc: bool):
+    def body(k, dst, v, a):
+        x, y = _xy(v)
+        _, r = _int_divmod(k, _iv(k, x), _iv(k, y), trunc)
+        k.copy(dst, r, VECTOR)
+
+    return body
+
+
+def _pow(k, dst, v, a):
+    x, e = v["input"], v["exponent"]
+    if is_tile(x) and is_tile(e):
+        k.tt(dst, x, e, nl.power, GPSIMD)  # nl.power runs on GpSimd (nki-api.md §8.1)
+    elif is_tile(x):
+        k.ts(dst, x, nl.power, float(e))
+    else:
+        k.ts(dst, e, nl.power, float(x), rev0=True)
+
+
+def _atan2(k, dst, v, a):
+    """atan2(y, x) from arctan on [0, 1] (inside its valid range [-pi/2, pi/2]), then the octant,
+    quadrant and sign fixes; the signs (of -0 and -inf too) come from the sign bits."""
+    y, x = _xy(v)
+    ax, ay = k.tmp(name="at_ax"), k.tmp(name="at_ay")
+    k.ts(ax, x, nl.abs, None, nl.minimum, 3.4028234663852886e38)  # inf/inf -> 1
+    k.ts(ay, y, nl.abs, None, nl.minimum, 3.4028234663852886e38)
+    hi, lo = k.tmp(name="at_hi"), k.tmp(name="at_lo")
+    k.tt(hi, ax, ay, nl.maximum)
+    k.tt(lo, ax, ay, nl.minimum)
+    k.ts(hi, hi, nl.maximum, 2.0**-126, nl.reciprocal)  # 0/0 -> 0
+    k.tt(lo, lo, hi, nl.multiply)
+    ang = k.tmp(name="at_ang")
+    k.act(ang, nl.arctan, lo)
+    swap = k.tmp(nl.uint8, "at_swap")
+    k.tt(swap, ay, ax, nl.greater)
+    k.ts(hi, ang, nl.multiply, -1.0, nl.add, HALF_PI)
+    k.overwrite(ang, swap, hi)
+    neg = _sign_bit(k, x)  # x < 0 or x = -0
+    k.ts(hi, ang, nl.multiply, -1.0, nl.add, math.pi)
+    k.overwrite(ang, neg, hi)
+    k.ts(lo, _sign_bit(k, y), nl.multiply, -2.0, nl.add, 1.0)  # -1 where y < 0 or y = -0
+    k.tt(dst, ang, lo, nl.multiply)
+
+
+def _sign_bit(k: TileOps, x: Any) -> Any:
+    """A uint8 tile of x's sign bits (1 for negatives, -0, -inf): a bitvec shift of the bits."""
+    bits = {4: nl.int32, 2: nl.int16}[x.dtype.itemsize]
+    p = k.tmp(nl.uint8, "sign_bit")
+    k.ts(p, x.view(bits), nl.right_shift, 8 * x.dtype.itemsize - 1, nl.bitwise_and, 1)
+    return p
+
+
+# ---------------------------------------------------------------- selection, fused
+
+
+def _where(k, dst, v, a):
+    c, x, y = v["condition"], v["input"], v["other"]
+    if is_tile(x) and not is_tile(y) and dst.dtype.is_float and x.dtype.name != "int32":
+        k.select(dst, c, x, y)
+        return
+    if is_tile(y) and not is_tile(x) and dst.dtype.is_float and y.dtype.name != "int32":
+        nisa.select_reduce(dst=dst, predicate=c, on_true=y, on_false=float(x), reverse_pred=True)
+        return
+    if is_tile(y):
+        k.copy(dst, y)
+    else:
+        nisa.memset(dst=dst, value=float(y) if dst.dtype.is_float else _wrap32(y))
+    k.overwrite(dst, c, M.like(k, dst, x) if is_tile(x) else x)
+
+
+def _masked_fill(k, dst, v, a):
+    x, m, val = v["input"], v["mask"], v["value"]
+    k.copy(dst, x)
+    k.overwrite(dst, m, M.like(k, dst, val) if is_tile(val) else val)
+
+
+def _addcmul(k, dst, v, a):
+    t = k.tmp(name="acm_t")
+    k.tt(t, v["tensor1"], v["tensor2"], nl.multiply)
+    k.stt(dst, t, nl.multiply, float(a["value"]), nl.add, v["input"])
+
+
+def _addcmul_int(k, dst, v, a):
+    t = k.tmp(I32, "acm_t")
+    k.tt(t, v["tensor1"], v["tensor2"], nl.multiply, GPSIMD)
+    if int(a["value"]) != 1:
+        k.tt(t, t, k.iconst(_wrap32(a["value"])), nl.multiply, GPSIMD)
+    k.tt(dst, v["input"], t, nl.add, GPSIMD)
+
+
+def _addcdiv(k, dst, v, a):
+    t = k.tmp(name="acd_t")
+    k.ts(t, v["tensor2"], nl.reciprocal)
+    k.tt(t, v["tensor1"], t, nl.multiply)
+    k.stt(dst, t, nl.multiply, float(a["value"]), nl.add, v["input"])
+
+
+def _lerp(k, dst, v, a):
+    """PyTorch's lerp: |w| < 0.5 ? self + w*(end-self) : end - (end-self)*(1-w)."""
+    x, e, w = v["input"], v["end"], v["weight"]
+    d = k.tmp(name="lerp_d")
+    k.tt(d, e, x, nl.subtract)
+    if not is_tile(w):
+        w = float(w)
+        if abs(w) < 0.5:
+            k.stt(dst, d, nl.multiply, w, nl.add, x)
+        else:
+            k.stt(dst, d, nl.multiply, -(1.0 - w), nl.add, e)
+        return
+    lo = k.tmp(dst.dtype, "lerp_lo")
+    t = k.tmp(name="lerp_t")
+    k.tt(t, d, w, nl.multiply)
+    k.tt(lo, x, t, nl.add)
+    k.ts(t, w, nl.multiply, -1.0, nl.add, 1.0)
+    k.tt(t, d, t, nl.multiply)
+    k.tt(dst, e, t, nl.subtract)
+    small = k.pred(w, nl.less, 0.5, op0=nl.abs)
+    k.overwrite(dst, small, lo)
+
+
+# ---------------------------------------------------------------- references
+
+
+def _r2(fn):
+    return lambda v, a: fn(v["input"], v["other"])
+
+
+def _div_ref(v, a):
+    x, y = v["input"], v["other"]
+    mode = a["rounding_mode"]
+    q = np.true_divide(x, y)
+    return q if mode is None else (np.floor(q) if mode == "floor" else np.trunc(q))
+
+
+def _lerp_ref(v, a):
+    x, e, w = v["input"], v["end"], v["weight"]
+    return np.where(np.abs(w) < 0.5, x + w * (e - x), e - (e - x) * (1 - w))
+
+
+def _where_ref(v, a):
+    return np.where(v["condition"], v["input"], v["other"])
+
+
+def _masked_fill_ref(v, a):
+    return np.where(v["mask"], v["value"], v["input"])
+
+
+def _b(
+    name: str,
+    fbody,
+    ibody,
+    ref,
+    attrs=None,
+    temps: int = 1,
+    result: str = "same",
+    args=("input", "other"),
+    scalars=("other",),
+) -> OpSpec:
+    return OpSpec(name, args, fbody, ibody, ref, dict(attrs or {}), temps, scalars, result)
+
+
+_CMP = {
+    "eq": (nl.equal, np.equal),
+    "ne": (nl.not_equal, np.not_equal),
+    "lt": (nl.less, np.less),
+    "le": (nl.less_equal, np.less_equal),
+    "gt": (nl.greater, np.greater),
+    "ge": (nl.greater_equal, np.greater_equal),
+}
+_LOGIC = {
+    "logical_and": (nl.logical_and, np.logical_and),
+    "logical_or": (nl.logical_or, np.logical_or),
+    "logical_xor": (nl.logical_xor, np.logical_xor),
+}
+_BITS = {
+    "bitwise_and": (nl.bitwise_and, np.bitwise_and),
+    "bitwise_or": (nl.bitwise_or, np.bitwise_or),
+    "bitwise_xor": (nl.bitwise_xor, np.bitwise_xor),
+}
+
+BINARY = (
+    _b("add", _add, _add_int, lambda v, a: v["input"] + a["alpha"] * v["other"], {"alpha": 1}),
+    _b("sub", _sub, _sub_int, lambda v, a: v["input"] - a["alpha"] * v["other"], {"alpha": 1}),
+    _b(
+        "rsub",
+        _rsub,
+        _rsub_int,
+        lambda v, a: v["other"] - a["alpha"] * v["input"],
+        {"alpha": 1},
+        temps=1,
+    ),
+    _b("mul", _binop(nl.multiply), _binop_int(nl.multiply), _r2(np.multiply)),
+    _b("div", _div, _div_int, _div_ref, {"rounding_mode": None}, temps=8),
+    _b(
+        "remainder",
+        _remainder_like("floor"),
+        _mod_int(False),
+        _r2(lambda x, y: x - y * np.floor(x / y)),
+        temps=8,
+    ),
+    _b("fmod", _remainder_like("trunc"), _mod_int(True), _r2(np.fmod), temps=9),
+    _b(
+        "pow",
+        _pow,
+        _pow,
+        lambda v, a: np.power(v["input"], v["exponent"]),
+        args=("input", "exponent"),
+        scalars=("input", "exponent"),
+    ),
+    _b("maximum", _binop(nl.maximum), _binop_int(nl.maximum), _r2(np.maximum)),
+    _b("minimum", _binop(nl.minimum), _binop_int(nl.minimum), _r2(np.minimum)),
+    _b("atan2", _atan2, None, _r2(np.arctan2), temps=7),
+    *(_b(n, _binop(op), _binop_int(op), _r2(ref), result="bool") for n, (op, ref) in _CMP.items()),
+    *(_b(n, _binop(op), _binop(op), _r2(ref), result="bool") for n, (op, ref) in _LOGIC.items()),
+    *(_b(n, None, _binop_int(op, VECTOR), _r2(ref)) for n, (op, ref) in _BITS.items()),
+    OpSpec(
+        "where",
+        ("condition", "input", "other"),
+        _where,
+        _where,
+        _where_ref,
+        {},
+        1,
+        ("input", "other"),
+        predicates=("condition",),
+    ),
+    OpSpec(
+        "masked_fill",
+        ("input", "mask", "value"),
+        _masked_fill,
+        _masked_fill,
+        _masked_fill_ref,
+        {},
+        1,
+        ("value",),
+        predicates=("mask",),
+    ),
+    OpSpec(
+        "addcmul",
+        ("input", "tensor1", "tensor2"),
+        _addcmul,
+        _addcmul_int,
+        lambda v, a: v["input"] + a["value"] * v["tensor1"] * v["tensor2"],
+        {"value": 1},
+        1,
+    ),
+    OpSpec(
+        "addcdiv",
+        ("input", "tensor1", "tensor2"),
+        _addcdiv,
+        None,
+        lambda v, a: v["input"] + a["value"] * v["tensor1"] / v["tensor2"],
+        {"value": 1},
+        1,
+    ),
+    OpSpec("lerp", ("input", "end", "weight"), _lerp, None, _lerp_ref, {}, 3, ("weight",)),
+)
+register(*BINARY)
