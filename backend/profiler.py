@@ -126,7 +126,9 @@ class TorchProfile:
                   "source": f"{r.loc.filename}:{r.loc.lineno}" if r.loc else "",
                   "autograd_node": r.backward}
                  for r in self.launches if r.profile is not None]
-        return report.concatenate(profiles, self.dma_rows, launch_args=extra)
+        trace = report.concatenate(profiles, self.dma_rows, launch_args=extra)
+        trace.metadata["kernel"] = f"PyTorch on {self.rt.name} ({len(profiles)} launches)"
+        return trace
 
     def save(self, path: str, png: str | None = None) -> dict[str, str]:
         """Write the timeline (.pftrace or .json), a summary sidecar and optionally a PNG."""

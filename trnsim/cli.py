@@ -65,6 +65,28 @@ def _coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_ops(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--markdown", action="store_true",
+                   help="the table as markdown (docs/torch-ops.md), missing ops included")
+    p.add_argument("--kernels-only", action="store_true", help="only ops with NKI kernels")
+
+
+@command("ops", "which PyTorch ops the trn device runs as NKI kernels", _configure_ops)
+def _ops(args: argparse.Namespace) -> int:
+    try:
+        from trnsim.backend import coverage
+    except ImportError as e:
+        print(f"trnsim ops: needs torch ({e}); pip install torch==2.13.0", file=sys.stderr)
+        return 1
+    if args.markdown:
+        print(coverage.markdown())
+    elif args.kernels_only:
+        print("\n".join(line for line in coverage.text().splitlines() if "  kernel  " in line))
+    else:
+        print(coverage.text())
+    return 0
+
+
 def _load_extra_commands() -> None:
     """Commands defined by later layers (profile, view, diff, demo) register on import."""
     for mod in ("trnsim.cli_profile",):

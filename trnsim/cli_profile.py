@@ -172,15 +172,22 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chip", default="trn3")
     p.add_argument("--size", type=int, default=2048,
                    help="matmul M=N=K (multiple of 512); attention uses seq len = size")
+    p.add_argument("--no-torch", action="store_true",
+                   help="skip the PyTorch training step on the trn device")
 
 
-@command("demo", "simulate a blocked bf16 matmul and an attention kernel; write timelines",
+@command("demo", "simulate a matmul, attention and a PyTorch training step; write timelines",
          _configure_demo)
 def _demo(args: argparse.Namespace) -> int:
-    from trnsim.demo import run_demo
+    from trnsim.demo import run_demo, run_torch_demo
 
     with progress("demo"):
         out = run_demo(args.out, args.chip, args.size)
     for line in out:
         print(line)
+    if not args.no_torch:
+        with progress("demo: torch step"):
+            out = run_torch_demo(args.out)
+        for line in out:
+            print(line)
     return 0

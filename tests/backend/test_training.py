@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from training import train, workload
 
 STEPS = 5

@@ -8,8 +8,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-
-from models import MLP, CNNBlock, TinyTransformer
+from trnsim.backend.models import MLP, CNNBlock, TinyTransformer
 
 OPTIMIZERS: dict[str, Callable] = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),

@@ -1,5 +1,6 @@
-"""Small models the device tests train: an MLP, a CNN block and a decoder-only transformer
-block (embedding, causal attention through SDPA, RMS norm, SwiGLU MLP, cross-entropy)."""
+"""Small models the device tests, examples and `trnsim demo` train: an MLP, a CNN block and a
+decoder-only transformer block (embedding, causal attention through SDPA, RMS norm, SwiGLU
+MLP, cross-entropy)."""
 
 from __future__ import annotations
 
