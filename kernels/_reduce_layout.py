@@ -30,6 +30,7 @@ from ._rows import MIN_DMA_BYTES, P_MAX, Operand, Prefetch, RowSpace
 TILE_ELEMS = 4096  # elements per partition of one data tile (16 KiB of fp32 temporaries)
 COLUMN_MAX_OUTPUTS = 64  # at most this many outputs use the columns layout
 COLUMN_MIN_REDUCED = 2048  # ... when each reduces at least this many elements
+MAX_SLOTS = 16  # partial states per output held before they are combined
 
 
 class Reducer:
@@ -37,20 +38,59 @@ class Reducer:
 
     exact = False  # integer data reduced exactly on GpSimd (tiles loaded as int32)
     needs_pos = False  # leaf takes the flat positions of the elements (argmax/argmin)
+    partition_fold = False  # fold is one GpSimd partition reduce (any number of outputs)
 
     def state(self, p: int, a: int, slots: int, fill: bool) -> dict: ...
+    def reset(self, st: dict, k: int) -> None: ...  # slot k = the identity
     def leaf(self, data, d: dict, pos) -> None: ...
     def combine(self, st: dict) -> dict: ...
     def fold(self, st: dict) -> dict: ...
     def results(self, res: dict, shape: tuple[int, int]) -> list: ...
 
 
+class Slots:
+    """The partial states of one block of outputs: part k of the reduction goes to a slot; when
+    all MAX_SLOTS slots hold parts they are combined into slot 0 (SBUF stays bounded however
+    long the reduction)."""
+
+    def __init__(self, red: Reducer, p: int, a: int, parts: int, fill: bool):
+        self.red, self.p = red, p
+        self.n = min(parts, MAX_SLOTS)
+        self.st = red.state(p, a, self.n, fill)
+        self.used = 0
+        self.round = 0
+
+    def next(self, parts: int) -> dict:
+        """Slot views [parts, A] for the next part. A reused slot that the part fills only in
+        part (parts < p) is reset to the identity first (fresh slots start as the identity)."""
+        if self.used == self.n:
+            res = self.red.combine(self.st)
+            for c, t in self.st.items():
+                nisa.tensor_copy(dst=t[:, :, 0], src=res[c])
+            self.used, self.round = 1, self.round + 1
+        k = self.used
+        if parts < self.p and self.round > 0:
+            self.red.reset(self.st, k)
+        self.used += 1
+        return {c: t[:parts, :, k] for c, t in self.st.items()}
+
+    def result(self) -> dict:
+        return self.red.combine({c: t[:, :, : self.used] for c, t in self.st.items()})
+
+
 def run(red: Reducer, outs: list[Tensor], x: Tensor, dims: tuple[int, ...]) -> None:
-    """Reduce x over `dims` into `outs` with the layout that suits the shapes."""
+    """Reduce x over `dims` into `outs` with the layout that suits the shapes: columns for few
+    outputs with long reductions, and for outputs along x's innermost (unit-stride) axis
+    when the fold is one partition reduce (a contiguous row per partition instead of one DMA
+    descriptor per element); rows otherwise."""
     kept = [a for a in range(len(x.shape)) if a not in dims]
     n_out = math.prod(x.shape[a] for a in kept)
     n_red = math.prod(x.shape[a] for a in dims)
-    if n_out <= COLUMN_MAX_OUTPUTS and n_red >= COLUMN_MIN_REDUCED:
+    sized = [a for a in range(len(x.shape)) if x.shape[a] > 1]
+    inner = min(sized, key=lambda a: (abs(int(x.view.strides[a])) or 2**62, -a), default=None)
+    inner_kept = inner in kept and abs(int(x.view.strides[inner])) == 1
+    if (n_out <= COLUMN_MAX_OUTPUTS and n_red >= COLUMN_MIN_REDUCED) or (
+            red.partition_fold and inner_kept and n_red >= P_MAX):
         columns(red, outs, x, kept, list(dims))
     else:
         rows(red, outs, x, kept, list(dims))
@@ -91,14 +131,14 @@ def rows(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int], axes: lis
     fetch = Prefetch([(t, b) for t in tiles for b in boxes],
                      lambda req: _load(xv, dtype, *req))
     for tile in tiles:
-        st = red.state(tile.parts, tile.g, len(boxes), fill=False)
-        for k, box in enumerate(boxes):
+        slots = Slots(red, tile.parts, tile.g, len(boxes), fill=False)
+        for box in boxes:
             pos = None
             if red.needs_pos:
                 pos = _iota((tile.parts, tile.g, box.size), [[0, tile.g], [1, box.size]],
                             box.start, 0)
-            red.leaf(fetch.next(), {c: t[:, :, k] for c, t in st.items()}, pos)
-        results = red.results(red.combine(st), (tile.parts, tile.g))
+            red.leaf(fetch.next(), slots.next(tile.parts), pos)
+        results = red.results(slots.result(), (tile.parts, tile.g))
         for i, (o, r) in enumerate(zip(outs, results, strict=True)):
             for blk in tile.blocks:
                 pat = blk.patterns[f"out{i}"] + ([[1, 2]] if o.pair else [])
@@ -124,17 +164,16 @@ def columns(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int],
             # positions are affine in the partition only without a remainder segment
             g = max(d for d in range(1, g + 1) if space.shape[-1] % d == 0)
         tiles = space.tiles(g)
-        st = red.state(max(t.parts for t in tiles), box.size, len(tiles), fill=True)
+        slots = Slots(red, max(t.parts for t in tiles), box.size, len(tiles), fill=True)
         fetch = Prefetch(tiles, lambda tile, box=box: _load(xv, dtype, tile, box))
-        for k, (tile, (offset, step)) in enumerate(zip(tiles, _starts(tiles, g, space),
-                                                        strict=True)):
+        for tile, (offset, step) in zip(tiles, _starts(tiles, g, space), strict=True):
             pos = None
             if red.needs_pos:
                 pos = _iota((tile.parts, box.size, tile.g), [[0, box.size], [1, tile.g]],
                             offset, step)
             data = fetch.next().permute((0, 2, 1))  # [parts, outputs, G]
-            red.leaf(data, {c: t[: tile.parts, :, k] for c, t in st.items()}, pos)
-        results = red.results(red.fold(red.combine(st)), (1, box.size))
+            red.leaf(data, slots.next(tile.parts), pos)
+        results = red.results(red.fold(slots.result()), (1, box.size))
         for i, (o, r) in enumerate(zip(outs, results, strict=True)):
             pat = box.pattern(i + 1) + ([[1, 2]] if o.pair else [])
             nisa.dma_copy(dst=o.full.ap(pat or [[1, 1]],

@@ -96,9 +96,16 @@ def new_state(op: Op, p: int, a: int, slots: int, exact: bool, fill: bool) -> di
     return st
 
 
-def slot(st: dict, p: int, k: int) -> dict:
-    """Slot k of partitions [0, p) of every component: [p, A] views."""
-    return {c: t[:p, :, k] for c, t in st.items()}
+def reset(op: Op, st: dict, k: int, exact: bool) -> None:
+    """Slot k of every component = the identity."""
+    for c, t in st.items():
+        nisa.memset(dst=t[:, :, k], value=identity(op, c, exact))
+
+
+def partition_fold(op: Op) -> bool:
+    """Whether `fold` is one GpSimd partition reduce (sums, maxima, minima)."""
+    return op.kind == "simple" and getattr(op.alu, "__name__", "") in (
+        "add", "maximum", "minimum")
 
 
 def _clamp(dst, src) -> None:
@@ -223,10 +230,18 @@ def fold(op: Op, st: dict, exact: bool) -> dict:
         return st
     dt = nl.int32 if exact else F32
     name = getattr(op.alu, "__name__", "")
-    if op.kind == "simple" and ("add" in name or "maximum" in name):
+    if op.kind == "simple" and name in ("add", "maximum"):
         # GpSimd reduces across partitions directly (exactly for int32).
         r = sbuf((1, a), dt, "folded")
         nisa.tensor_partition_reduce(dst=r, op=op.alu, data=st["v"])
+        return {"v": r}
+    if op.kind == "simple" and name == "minimum":
+        # min = -max(-x) (fp32 negation is exact), or ~max(~x) for int32 (order-reversing)
+        neg = sbuf((p, a), dt, "negated")
+        _flip(neg, st["v"], exact)
+        r = sbuf((1, a), dt, "folded")
+        nisa.tensor_partition_reduce(dst=r, op=nl.maximum, data=neg)
+        _flip(r, r, exact)
         return {"v": r}
     # Otherwise one SBUF->SBUF DMA moves the P x A states onto partition 0 (row-major), where
     # they combine along the free axis like the partial slots of one partition.
@@ -236,6 +251,13 @@ def fold(op: Op, st: dict, exact: bool) -> dict:
         nisa.dma_copy(dst=f, src=t)
         flat[c] = f.reshape((1, p, a)).permute((0, 2, 1))
     return combine(op, flat, exact)
+
+
+def _flip(dst, src, exact: bool) -> None:
+    if exact:
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.invert, operand0=None)
+    else:
+        nisa.tensor_scalar(dst=dst, data=src, op0=nl.multiply, operand0=-1.0)
 
 
 # ---------------------------------------------------------------- finish: state -> result

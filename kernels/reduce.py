@@ -43,9 +43,13 @@ class _States(Reducer):
         self.op, self.outs, self.exact, self.count = op, outs, exact, count
         self.correction, self.std = correction, std
         self.posts = posts or [op] * len(outs)
+        self.partition_fold = rops.partition_fold(op)
 
     def state(self, p, a, slots, fill):
         return rops.new_state(self.op, p, a, slots, self.exact, fill)
+
+    def reset(self, st, k):
+        rops.reset(self.op, st, k, self.exact)
 
     def leaf(self, data, d, pos):
         rops.leaf(self.op, data, d, self.exact)
@@ -156,16 +160,23 @@ class _Arg(Reducer):
         self.alu, self.values, self.indices, self.exact = alu, values, indices, exact
 
     def state(self, p, a, slots, fill):
-        v = ro.sbuf((p, a, slots), nl.int32 if self.exact else nl.float32, "arg_v")
-        i = ro.sbuf((p, a, slots), nl.float32, "arg_i")
-        if fill:  # empty slots lose every comparison and every tie
-            big = self.alu is nl.maximum
-            if self.exact:
-                nisa.memset(dst=v, value=rops.INT_MIN if big else rops.INT_MAX)
-            else:
-                nisa.memset(dst=v, value=-math.inf if big else math.inf)
-            nisa.memset(dst=i, value=aops.BIG - 1)
-        return {"v": v, "i": i}
+        st = {"v": ro.sbuf((p, a, slots), nl.int32 if self.exact else nl.float32, "arg_v"),
+              "i": ro.sbuf((p, a, slots), nl.float32, "arg_i")}
+        if fill:
+            self._fill(st["v"], st["i"])
+        return st
+
+    def reset(self, st, k):
+        self._fill(st["v"][:, :, k], st["i"][:, :, k])
+
+    def _fill(self, v, i) -> None:
+        """Empty slots lose every comparison and every tie."""
+        big = self.alu is nl.maximum
+        if self.exact:
+            nisa.memset(dst=v, value=rops.INT_MIN if big else rops.INT_MAX)
+        else:
+            nisa.memset(dst=v, value=-math.inf if big else math.inf)
+        nisa.memset(dst=i, value=aops.BIG - 1)
 
     def leaf(self, data, d, pos):
         aops.select(data, pos, d["v"], d["i"], self.alu, self.exact)

@@ -79,6 +79,30 @@ def test_layouts(rng, shape, dims, op):
         close(got, R.reduce_ref(x, dims, op), factor=16 if op == "prod" else 4)
 
 
+@pytest.mark.parametrize("max_slots", [16, 2], ids=["slots16", "slots2"])
+def test_leading_axis_and_slot_reuse(rng, monkeypatch, max_slots):
+    """Sums, maxima and minima over a leading axis read whole rows per partition (columns
+    layout, GpSimd partition fold; minima through negation or bit inversion); with two slots
+    the partial states are combined and reused, partial remainder tiles included."""
+    from trnsim.kernels import _reduce_layout
+
+    monkeypatch.setattr(_reduce_layout, "MAX_SLOTS", max_slots)
+    x = rng.standard_normal((1000, 64)).astype(np.float32)
+    for op in ("sum", "amin", "amax", "logsumexp"):
+        got = launch(R.reduce, np.zeros((1, 64), np.float32), x, dims=0, op=op)[0]
+        close(got, R.reduce_ref(x, 0, op))
+    xi = rng.integers(-(2**31), 2**31 - 1, size=(1000, 64)).astype(np.int32)
+    got = launch(R.reduce, np.zeros((1, 64), np.int32), xi, dims=0, op="amin")[0]
+    np.testing.assert_array_equal(got, xi.min(axis=0, keepdims=True))
+    got = launch(R.var, np.zeros((5, 1), np.float32), x.reshape(5, 12800), dims=1)[0]
+    close(got, R.var_ref(x.reshape(5, 12800), 1, 1))
+    wv, wi = R.arg_reduce_ref(x, None, "max")
+    got = launch(R.arg_reduce, np.zeros((1,), np.float32), pairs(np.zeros((1,))), x, dim=None,
+                 op="max")[:2]
+    np.testing.assert_array_equal(got[0], wv.reshape(1))
+    np.testing.assert_array_equal(from_pairs(got[1]), wi)
+
+
 @pytest.mark.parametrize("p", [2, 1, 0, np.inf, -np.inf])
 def test_norms(rng, p):
     x = rng.standard_normal((6, 300)).astype(np.float32)
