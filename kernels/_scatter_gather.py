@@ -34,6 +34,7 @@ from ._rows import P_MAX, Operand, RowSpace
 
 GATHER_ROW_ELEMS = 8192  # longest `dim` axis (elements, words for int64) gathered on chip
 GATHER_TILE_ELEMS = 16384  # elements per partition of the x tile (G rows)
+CHECK_ELEMS = 16384  # longest out axis whose indices nc_n_gather checks (bytes per partition)
 ONEHOT_COLS = 64  # output positions per one-hot block of scatter(reduce="multiply")
 GPSIMD = nisa.engine.gpsimd
 
@@ -129,8 +130,7 @@ def _gather_dma(what, space, xt, it, ot, d, w) -> None:
     exact int32 on GpSimd) and one indirect DMA gather; a bounded probe DMA checks the index."""
     ni = it.shape[d]
     xf = xt.full
-    span = 1 + sum((int(n) - 1) * abs(int(s)) for n, s in zip(xf.shape, xf.strides, strict=True))
-    flat = xf.ap([[1, span]] + ([[1, 2]] if xt.pair else []), offset=0)
+    flat = _flat(xt)
     probe_src = xf.ap([[int(xt.view.strides[d]), xt.shape[d]]], offset=xf.offset)
     stride = ro.sbuf((P_MAX, 1), nl.int32, "stride")
     nisa.memset(dst=stride, value=int(xt.view.strides[d]))
@@ -156,6 +156,15 @@ def _gather_dma(what, space, xt, it, ot, d, w) -> None:
             nisa.dma_copy(dst=ot.full.ap(blk.patterns["o"] + _cols(ot, d, ni),
                                          offset=blk.offsets["o"]),
                           src=res[blk.p0 : blk.p0 + blk.parts])
+
+
+def _flat(t: Tensor):
+    """t's storage as rows of one element (two words for int64) from element 0, up to its
+    last element: the base of a gather/scatter by element offset (offset = row number)."""
+    v = t.view
+    last = int(v.offset) + sum((int(n) - 1) * abs(int(s)) for n, s in zip(v.shape, v.strides,
+                                                                          strict=True))
+    return t.full.ap([[1, last + 1]] + ([[1, 2]] if t.pair else []), offset=0)
 
 
 def _row_bases(tile, name: str, p: int):
@@ -209,10 +218,15 @@ def _scatter(what, ot: Tensor, index, st: Tensor | None, value, dim, reduce, int
     if st is not None:
         _check_index_shape(what, it, st, "src", d, strict_dim=True)
     kept = [k for k in range(len(it.shape)) if k != d]
+    n_pos = int(np.prod([it.shape[k] for k in kept], dtype=np.int64))
+    n, nout = it.shape[d], ot.shape[d]
+    if (reduce != "multiply" and nout <= CHECK_ELEMS
+            and -(-n_pos // P_MAX) * n < n_pos * -(-n // P_MAX)):
+        _scatter_rows(what, ot, it, st, value, d, kept, reduce)
+        return
     views = [it.view, ot.view] + ([st.view] if st is not None else [])
     positions = Group(tuple(it.shape[k] for k in kept),
                       [tuple(int(v.strides[k]) for k in kept) for v in views]).boxes(1)
-    n, nout = it.shape[d], ot.shape[d]
     const = None
     if st is None:
         const = _constant(value, ot)
@@ -239,6 +253,55 @@ def _scatter(what, ot: Tensor, index, st: Tensor | None, value, dim, reduce, int
                 nisa.dma_copy(dst=v, src=vals)
             with bounds(what, d, nout):
                 nisa.dma_compute(dst=dst, srcs=[dst, v], reduce_op=nl.add, unique_indices=False)
+
+
+def _scatter_rows(what, ot, it, st, value, d, kept, reduce) -> None:
+    """Many positions with few index entries each: the positions are rows on partitions, each
+    index column one DMA of 128 elements addressed by element offset (row base + index *
+    stride, exact int32 on GpSimd). nc_n_gather against a row of out's length checks the
+    indices first (the DMA's own bound is the whole tensor)."""
+    n, nout = it.shape[d], ot.shape[d]
+    ops = {"i": Operand(it.view, tuple(it.view.strides[k] for k in kept), None),
+           "o": Operand(ot.view, tuple(ot.view.strides[k] for k in kept), None)}
+    if st is not None:
+        ops["s"] = Operand(st.view, tuple(st.view.strides[k] for k in kept), None)
+    space = RowSpace(tuple(it.shape[k] for k in kept), n, ops)
+    flat = _flat(ot)
+    w = 2 if ot.pair else 1
+    stride = ro.sbuf((P_MAX, 1), nl.int32, "stride")
+    nisa.memset(dst=stride, value=int(ot.view.strides[d]))
+    check = ro.sbuf((P_MAX, nout), nl.uint8, "bounds")
+    nisa.memset(dst=check, value=0)
+    const = _constant(value, ot) if st is None else None
+    for tile in space.tiles(1):
+        p = tile.parts
+        idx = ro.sbuf((p, n), nl.int32, "index")
+        vals = None
+        if st is not None:
+            vals = ro.sbuf((p, n, w), nl.float32 if reduce else st.full.dtype, "src")
+        for blk in tile.blocks:
+            sl = slice(blk.p0, blk.p0 + blk.parts)
+            nisa.dma_copy(dst=idx[sl], src=it.full.ap(
+                blk.patterns["i"] + [[int(it.view.strides[d]), n]], offset=blk.offsets["i"]))
+            if vals is not None:
+                nisa.dma_copy(dst=vals[sl], src=st.full.ap(
+                    blk.patterns["s"] + _cols(st, d, n), offset=blk.offsets["s"]))
+        junk = ro.sbuf((p, n), nl.uint8, "checked")
+        with bounds(what, d, nout):
+            nisa.nc_n_gather(dst=junk, data=check[:p], indices=idx.view(nl.uint32))
+        base = _row_bases(tile, "o", p)
+        off = ro.sbuf((p, 1), nl.int32, "offset")
+        for j in range(n):
+            nisa.tensor_tensor(dst=off, data1=idx[:, j : j + 1], data2=stride[:p],
+                               op=nl.multiply, engine=GPSIMD)
+            nisa.tensor_tensor(dst=off, data1=off, data2=base, op=nl.add, engine=GPSIMD)
+            dst = flat.vector_select(0, off)
+            src = vals[:, j, :] if vals is not None else const[:p]
+            if reduce is None:
+                nisa.dma_copy(dst=dst, src=src)
+            else:
+                nisa.dma_compute(dst=dst, srcs=[dst, src], reduce_op=nl.add,
+                                 unique_indices=False)
 
 
 def _line(t: Tensor, d: int, n: int, offset: int):

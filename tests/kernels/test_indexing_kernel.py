@@ -9,7 +9,7 @@ import pytest
 import views_testing
 from kernel_testing import BF16, Strided
 from trnsim.kernels import indexing as I
-from views_testing import assert_rejected_views, launch, transposed
+from views_testing import assert_rejected_views, launch, strided_of, transposed
 
 from trnsim.errors import OutOfBoundsError
 
@@ -189,9 +189,10 @@ def test_gather_many_rows_int64_and_long_axis(rng):
     got = launch(I.gather, pairs(np.zeros((130, 2))), pairs(data), idx, dim=1,
                  int64=("x", "out"))[0]
     np.testing.assert_array_equal(from_pairs(got), I.gather_ref(data, 1, idx))
-    long = rng.standard_normal((3, 10000)).astype(BF16)  # gathered by indirect DMA
+    base = rng.standard_normal((4, 10001)).astype(BF16)  # gathered by indirect DMA
+    long = base[1:, 1:]  # a view with an offset
     idx = np.array([[9999, 0], [5, 5], [1234, 9998]], np.int32)
-    got = launch(I.gather, np.zeros((3, 2), BF16), long, idx, dim=1)[0]
+    got = launch(I.gather, np.zeros((3, 2), BF16), strided_of(base, long), idx, dim=1)[0]
     np.testing.assert_array_equal(got, I.gather_ref(long, 1, idx))
 
 
@@ -220,6 +221,23 @@ def test_scatter_with_duplicates(rng, reduce):
         idx0 = np.stack([rng.permutation(5)[:3] for _ in range(7)], axis=1).astype(np.int32)
     got = launch(I.scatter_value, out.copy(), idx0, value=-2.0, dim=0, reduce=reduce)[0]
     np.testing.assert_allclose(got, I.scatter_ref(out, 0, idx0, -2.0, reduce), rtol=1e-6)
+
+
+def test_scatter_many_positions_one_hot(rng):
+    """Many positions, few entries each (one_hot, nll backward): positions on partitions."""
+    labels = rng.integers(0, 10, (300, 1)).astype(np.int32)
+    got = launch(I.scatter_value, np.zeros((300, 10), BF16), labels, value=1.0, dim=1)[0]
+    want = np.eye(10, dtype=np.float32)[labels[:, 0]]
+    np.testing.assert_array_equal(got.astype(np.float32), want)
+    out = rng.standard_normal((300, 10)).astype(np.float32)
+    idx = np.concatenate([labels, labels], axis=1)  # duplicates within a row
+    src = rng.standard_normal((300, 2)).astype(np.float32)
+    got = launch(I.scatter, out.copy(), idx, src, dim=1, reduce="add")[0]
+    np.testing.assert_allclose(got, I.scatter_ref(out, 1, idx, src, "add"), rtol=1e-6, atol=1e-6)
+    bad = labels.copy()
+    bad[200, 0] = 10
+    assert_out_of_bounds("scatter_value: index 10 is out of bounds for dimension 1 with size 10",
+                         I.scatter_value, np.zeros((300, 10), np.float32), bad, value=1.0, dim=1)
 
 
 def test_scatter_int64_value_and_errors():
