@@ -29,7 +29,7 @@ from ._args import Tensor, axis
 from ._boxes import Group
 from ._common import fail
 from ._index_rows import bounds, index_tensor
-from ._intops import words_of
+from ._int64 import split_int64
 from ._rows import P_MAX, Operand, RowSpace
 
 GATHER_ROW_ELEMS = 8192  # longest `dim` axis (elements, words for int64) gathered on chip
@@ -315,7 +315,7 @@ def _constant(value, ot: Tensor):
     c = ro.sbuf((P_MAX, 2) if ot.pair else (P_MAX, 1), nl.float32 if not ot.pair else nl.int32,
                 "value")
     if ot.pair:
-        lo, hi = words_of(value, "scatter_value: value")
+        lo, hi = split_int64(value, "scatter_value: value")
         nisa.memset(dst=c[:, 0:1], value=lo)
         nisa.memset(dst=c[:, 1:2], value=hi)
     else:

@@ -23,6 +23,7 @@ from . import _reduce_ops as rops
 from . import _rowops as ro
 from ._args import Tensor, axes
 from ._common import fail
+from ._int64 import store_int32_as_pairs
 from ._reduce_layout import Reducer, run
 
 
@@ -72,7 +73,7 @@ class _States(Reducer):
 
 def _words(r):
     w = ro.sbuf((*r.shape, 2), nl.int32, "res_i64")
-    io.int64_words(w, r)
+    store_int32_as_pairs(r, w, io.GPSIMD)
     return w
 
 

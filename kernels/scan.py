@@ -23,6 +23,7 @@ from . import _rowops as ro
 from ._args import Tensor, axis
 from ._boxes import hbm
 from ._common import fail
+from ._int64 import store_int32_as_pairs
 from ._rows import Prefetch, RowSpace, col_operand, plan_rows
 
 F32 = nl.float32
@@ -133,7 +134,7 @@ def _apply_carry(acc, carry, op, exact: bool) -> None:
 def _result(acc, ot: Tensor, exact: bool):
     if ot.pair:
         w = ro.sbuf((*acc.shape, 2), nl.int32, "scan_i64")
-        io.int64_words(w, acc)
+        store_int32_as_pairs(acc, w, io.GPSIMD)
         return w
     if acc.dtype == ot.view.dtype:
         return acc
