@@ -2,8 +2,9 @@
 reference.
 
 Layer: kernel library (trnsim.kernels); written against the public NKI API only. cat moves
-data and computes nothing, so it is DMA only: each input is copied HBM -> HBM into its slice of
-out, one dma_copy per box of at most DMA_ELEMS elements of the input's axes (`_boxes.Group`:
+data and computes nothing, so it is DMA only: each input of out's dtype is copied HBM -> HBM
+into its slice of out (an input of another dtype goes through the pointwise "copy" kernel's
+conversion), one dma_copy per box of at most DMA_ELEMS elements of the input's axes (`_boxes.Group`:
 axes contiguous in both the input and out merge, so contiguous tensors move in long runs); any
 strides on either side, zero strides (broadcast inputs) included.
 """
@@ -14,9 +15,10 @@ import numpy as np
 
 from trnsim.nki import isa as nisa
 
-from ._args import FLOATS, Tensor, axis
+from ._args import Tensor, axis
 from ._boxes import Group
 from ._common import fail
+from .pointwise import pointwise
 
 DMA_ELEMS = 1 << 20  # elements per DMA (4 MiB of fp32): several DMAs keep several queues busy
 
@@ -30,9 +32,9 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
 
     Args:
         out: any dtype, int64 as a pair view named in int64=.
-        inputs: out's dtype, or for a float out any dtype (converted by the DMA through fp32,
-            round to nearest even); int64 inputs are pair views named "inputs" (all) or
-            "inputs.k" in int64=.
+        inputs: any dtypes (an input of another dtype than out's is converted by the pointwise
+            "copy" kernel, PyTorch's casts); int64 inputs are pair views named "inputs" (all)
+            or "inputs.k" in int64=.
         dim: negative allowed.
     """
     what = "cat"
@@ -55,15 +57,18 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
         ):
             fail(f"{what}: input {k} has shape {list(t.shape)}; out {list(ot.shape)} needs the "
                  f"same sizes except along dim {d}")
-        if t.pair != ot.pair or (t.dtype != ot.dtype and not ot.is_float):
-            fail(f"{what}: input {k} is {t.dtype} but out is {ot.dtype}; inputs must have out's "
-                 f"dtype (or out a float dtype: {', '.join(FLOATS)}); cast them first")
         total += t.shape[d]
     if total != ot.shape[d]:
         fail(f"{what}: the inputs' sizes along dim {d} sum to {total}, out has {ot.shape[d]}")
     step = int(ot.full.strides[d])
     start = 0
     for t in ins:
+        if t.dtype != ot.dtype:  # a conversion: the pointwise copy's (PyTorch's casts)
+            part = ot.full.slice(d, start, start + t.shape[d])
+            pointwise(part, t.full, op="copy",
+                      int64=[i for i, x in ((0, ot), (1, t)) if x.pair])
+            start += t.shape[d]
+            continue
         src, dst = t.full, ot.full
         group = Group(tuple(int(s) for s in src.shape),
                       [tuple(int(s) for s in src.strides), tuple(int(s) for s in dst.strides)])
