@@ -63,7 +63,7 @@ class Vectors:
         self.vecs = vecs
         self.resident = 4 * d * len(vecs) <= RESIDENT_SHARE * nl.tile_size.total_available_sbuf_size
         self.tiles = (
-            {k: broadcast_vector(v, P_MAX, 0, d, F32, k) for k, v in vecs.items()}
+            {k: broadcast_vector(v, P_MAX, 0, d, v.dtype, k) for k, v in vecs.items()}
             if self.resident
             else {}
         )
@@ -79,7 +79,7 @@ class Vectors:
     def load(self, parts: int, c0: int, c1: int) -> dict:
         if self.resident:
             return {}
-        return {k: broadcast_vector(v, parts, c0, c1, F32, k) for k, v in self.vecs.items()}
+        return {k: broadcast_vector(v, parts, c0, c1, v.dtype, k) for k, v in self.vecs.items()}
 
     def view(self, name: str, loaded: dict, parts: int, g: int, c0: int, c1: int):
         """Vector `name` for a chunk as [parts, G, c1-c0] (stride 0 over G), or None."""

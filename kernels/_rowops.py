@@ -72,6 +72,16 @@ def row_reduce(dst, data, op, negate: bool = False) -> None:
     nisa.tensor_reduce(dst=dst, op=op, data=data, axis=2, negate=negate)
 
 
+def row_sum(dst, data) -> None:
+    """dst [parts, G] = row sums of data [parts, G, cols]: the ScalarE accumulator (a copy
+    pass) for G = 1, to keep VectorE free; VectorE tensor_reduce over the block for G > 1."""
+    if data.shape[1] == 1:
+        junk = sbuf(data.shape, F32, "row_sum_copy")
+        act_rows(junk, data, nl.copy, sums=dst)
+    else:
+        row_reduce(dst, data, nl.add)
+
+
 def act_rows(dst, data, op, bias=None, scale: Any = 1.0, sums=None) -> None:
     """dst = op(data * scale + bias) on ScalarE with per-row bias/scale; sums [parts, G]
     (optional) receives the row sums of dst."""

@@ -36,6 +36,7 @@ MAX_CHUNK_COLS = 8192  # columns per chunk when a row is longer than one SBUF ti
 BN_STATS_FMAX = 512  # elements per bn_stats instruction (bn_stats_fmax)
 BN_STATS_WIDTH = 6  # bn_stats output per partition: (count, mean, var*count) x (even, odd)
 F32 = nl.float32
+POOL = nisa.engine.gpsimd  # the backward's gradient accumulation runs on GpSimd, off VectorE
 
 
 # ---------------------------------------------------------------- forward
@@ -102,18 +103,52 @@ def _norm_forward(what, out, mean, rstd, x, weight, bias, eps, centered) -> None
             ld = kept[c] if passes == 1 else pf.next()
             w = vecs.view("weight", ld, m, g, c0, c1)
             b = vecs.view("bias", ld, m, g, c0, c1)
-            src = ld["x"] if xc is None else xc
-            y = ro.sbuf(src.shape, out.dtype if w is None and b is None else F32, "xhat")
             if g == 1:
-                ro.act_rows(y, src, nl.copy, bias=nmr, scale=rs)
+                y = _normalize_rows(ld["x"], mu, rs, nmr, w, b, out.dtype)
             else:
-                ro.apply_col(y, src, nl.multiply, rs)
-            for vec, op, last in ((w, nl.multiply, b is None), (b, nl.add, True)):
-                if vec is not None:
-                    z = ro.sbuf(src.shape, out.dtype if last else F32, "y")
-                    nisa.tensor_tensor(dst=z, data1=y, data2=vec, op=op)
-                    y = z
+                y = ro.sbuf(xc.shape if xc is not None else ld["x"].shape, out.dtype, "y")
+                _normalize_block(y, ld["x"] if xc is None else xc, rs, w, b)
             space.store(tile, "out", y, c0, c1)
+
+
+def _normalize_rows(xt, mu, rs, nmr, w, b, out_dtype):
+    """y = (x - mean) * rstd [* w] [+ b] of a chunk with G = 1 (per-partition mean, rstd).
+    With a weight, VectorE's (x - mean) * w comes first (one pass when x and w are bf16) and
+    ScalarE scales by rstd; without one, ScalarE's activation x * rstd + (-mean * rstd)
+    normalizes. GpSimd adds the bias: three engines, one pass each (VectorE also runs
+    bn_stats)."""
+    y = ro.sbuf(xt.shape, out_dtype, "y")
+    if w is not None:
+        t = ro.sbuf(xt.shape, F32, "x_centered_w")
+        if mu is None:  # RMSNorm
+            nisa.tensor_tensor(dst=t, data1=xt, data2=w, op=nl.multiply)
+        else:
+            nisa.scalar_tensor_tensor(
+                dst=t, data=xt, op0=nl.subtract, operand0=mu, op1=nl.multiply, operand1=w
+            )
+        u = y if b is None else ro.sbuf(xt.shape, F32, "xhat_w")
+        nisa.activation(dst=u, op=nl.copy, data=t, scale=rs)
+        if b is not None:
+            nisa.tensor_tensor(dst=y, data1=u, data2=b, op=nl.add, engine=nisa.engine.gpsimd)
+        return y
+    xhat = y if b is None else ro.sbuf(xt.shape, F32, "xhat")
+    nisa.activation(dst=xhat, op=nl.copy, data=xt, scale=rs, bias=nmr)
+    if b is not None:
+        nisa.tensor_tensor(dst=y, data1=xhat, data2=b, op=nl.add, engine=nisa.engine.gpsimd)
+    return y
+
+
+def _normalize_block(y, src, rs, w, b) -> None:
+    """y = src * rstd [* w] [+ b] for G > 1 (src already centred for LayerNorm)."""
+    last = [k for k, v in (("r", True), ("w", w is not None), ("b", b is not None)) if v][-1]
+    t = y if last == "r" else ro.sbuf(src.shape, F32, "xhat")
+    ro.apply_col(t, src, nl.multiply, rs)
+    if w is not None:
+        z = y if last == "w" else ro.sbuf(src.shape, F32, "xhat_w")
+        nisa.tensor_tensor(dst=z, data1=t, data2=w, op=nl.multiply)
+        t = z
+    if b is not None:
+        nisa.tensor_tensor(dst=y, data1=t, data2=b, op=nl.add)
 
 
 def _stats(pf: Prefetch, plan, m: int, g: int, d: int, eps_t, centered: bool):
@@ -296,9 +331,9 @@ def _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d) -> None:
         if grad_x is not None:
             prod = ro.sbuf(xhat.shape, F32, "gw_xhat")
             nisa.tensor_tensor(dst=prod, data1=gw, data2=xhat, op=nl.multiply)
-            ro.row_reduce(sums[:, :, 0, c], prod, nl.add)
+            ro.row_sum(sums[:, :, 0, c], prod)
             if centered:
-                ro.row_reduce(sums[:, :, 1, c], gw, nl.add)
+                ro.row_sum(sums[:, :, 1, c], gw)
         _accumulate(acc, ld["g"], xhat, m, g, c0, c1)
         if n_chunks == 1:
             kept.append((ld, xhat, gw))
@@ -313,14 +348,14 @@ def _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d) -> None:
     nisa.scalar_tensor_tensor(
         dst=a, data=tot[:, :, 0], op0=nl.multiply, operand0=1.0 / d, op1=nl.multiply, operand1=rs
     )
-    cm = None
+    ncm = None  # -rstd * s1 / D
     if centered:
-        cm = ro.sbuf((m, g), F32, "coef_mean")
+        ncm = ro.sbuf((m, g), F32, "coef_mean")
         nisa.scalar_tensor_tensor(
-            dst=cm,
+            dst=ncm,
             data=tot[:, :, 1],
             op0=nl.multiply,
-            operand0=1.0 / d,
+            operand0=-1.0 / d,
             op1=nl.multiply,
             operand1=rs,
         )
@@ -331,7 +366,7 @@ def _backward_tile(space, tile, plan, pf, vecs, acc, passes, grad_x, d) -> None:
             ld = pf.next()
             xhat, gw = _xhat_gw(ld, vecs, rs, nmr, m, g, c0, c1)
         t = ro.sbuf(xhat.shape, F32, "gw_rstd")
-        ro.apply_col(t, gw, nl.multiply, rs, nl.subtract if centered else None, cm)
+        ro.act_rows(t, gw, nl.copy, bias=ncm, scale=rs)
         gx = ro.sbuf(xhat.shape, grad_x.dtype, "grad_x")
         ro.fma_col(gx, xhat, nl.multiply, a, nl.subtract, t, reverse1=True)
         space.store(tile, "gx", gx, c0, c1)
@@ -358,12 +393,12 @@ def _accumulate(acc: dict, gt, xhat, m: int, g: int, c0: int, c1: int) -> None:
     adds, off the VectorE path)."""
     if "grad_weight" in acc:
         prod = ro.sbuf(xhat.shape, F32, "g_xhat")
-        nisa.tensor_tensor(dst=prod, data1=gt, data2=xhat, op=nl.multiply)
+        nisa.tensor_tensor(dst=prod, data1=gt, data2=xhat, op=nl.multiply, engine=POOL)
         dst = acc["grad_weight"][:m, :g, c0:c1]
-        nisa.tensor_tensor(dst=dst, data1=dst, data2=prod, op=nl.add, engine=nisa.engine.gpsimd)
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=prod, op=nl.add, engine=POOL)
     if "grad_bias" in acc:
         dst = acc["grad_bias"][:m, :g, c0:c1]
-        nisa.tensor_tensor(dst=dst, data1=dst, data2=gt, op=nl.add, engine=nisa.engine.gpsimd)
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=gt, op=nl.add, engine=POOL)
 
 
 # ---------------------------------------------------------------- references

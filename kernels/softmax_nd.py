@@ -156,7 +156,7 @@ def softmax_backward(grad_in, grad_out, out, *, dim: int, log: bool) -> None:
             if not log:
                 src = ro.sbuf(gt.shape, F32, "g_times_y")
                 nisa.tensor_tensor(dst=src, data1=gt, data2=yt, op=nl.multiply)
-            ro.row_reduce(part[:, :, c], src, nl.add)
+            ro.row_sum(part[:, :, c], src)
             kept.append((gt, yt))
         s = part[:, :, 0] if n_chunks == 1 else ro.sbuf((m, g), F32, "sums")
         if n_chunks > 1:
