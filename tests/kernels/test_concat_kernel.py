@@ -77,3 +77,22 @@ def test_rejections(args, kwargs, match):
     loc = exc.value.loc  # the line that called the kernel: cat_of's C.cat(...)
     assert loc is not None and loc.filename == __file__ and "C.cat(" in loc.code
     assert "/trnsim/" not in exc.value.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes(seed):
+    rng = np.random.default_rng(800 + seed)
+    rank = int(rng.integers(1, 4))
+    shape = [int(rng.integers(1, 50)) for _ in range(rank)]
+    dim = int(rng.integers(0, rank))
+    views, args = [], []
+    for _ in range(int(rng.integers(1, 5))):
+        s = list(shape)
+        s[dim] = int(rng.integers(1, 70))
+        v, a = transposed(rng, tuple(s), np.float32, tuple(rng.permutation(rank)))
+        views.append(v)
+        args.append(a)
+    want = np.concatenate(views, axis=dim)
+    got = launch(cat_of, np.zeros(want.shape, np.float32), *args, dim=dim)[0]
+    np.testing.assert_array_equal(got, want)

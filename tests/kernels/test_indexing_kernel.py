@@ -279,3 +279,32 @@ def test_scatter_int64_value_and_errors():
 )
 def test_rejections(kernel, args, kwargs, match):
     assert_rejected_views(match, kernel, *args, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes(seed):
+    rng = np.random.default_rng(900 + seed)
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(rng.integers(1, 160 if rank == 1 else 40)) for _ in range(rank))
+    xv, xs = transposed(rng, shape, np.float32, tuple(rng.permutation(rank)))
+    dim = int(rng.integers(0, rank))
+    n = int(rng.integers(1, 300))
+    idx = rng.integers(0, shape[dim], n).astype(np.int32)
+    out_shape = tuple(n if k == dim else s for k, s in enumerate(shape))
+    got = launch(I.index_select, np.zeros(out_shape, np.float32), xs, idx, dim=dim)[0]
+    np.testing.assert_array_equal(got, np.take(xv, idx, axis=dim))
+    src = rng.standard_normal(out_shape).astype(np.float32)
+    got = launch(I.index_add, xv.copy(), idx, src, dim=dim)[0]
+    want = np.moveaxis(xv.astype(np.float64).copy(), dim, 0)
+    np.add.at(want, idx, np.moveaxis(src, dim, 0))
+    np.testing.assert_allclose(got, np.moveaxis(want, 0, dim), rtol=1e-5, atol=1e-5)
+    gshape = tuple(int(rng.integers(1, s + 1)) if k != dim else n for k, s in enumerate(shape))
+    gidx = rng.integers(0, shape[dim], gshape).astype(np.int32)
+    got = launch(I.gather, np.zeros(gshape, np.float32), xs, gidx, dim=dim)[0]
+    np.testing.assert_array_equal(got, I.gather_ref(xv, dim, gidx))
+    sidx = gidx[tuple(slice(0, min(a, b)) for a, b in zip(gshape, shape, strict=True))]
+    ssrc = rng.standard_normal(sidx.shape).astype(np.float32)
+    got = launch(I.scatter, xv.copy(), sidx, ssrc, dim=dim, reduce="add")[0]
+    np.testing.assert_allclose(got, I.scatter_ref(xv, dim, sidx, ssrc, "add"), rtol=1e-5,
+                               atol=1e-5)

@@ -120,3 +120,18 @@ def test_nan_and_inf_stay_in_their_row():
 )
 def test_rejections(args, kwargs, match):
     assert_rejected_views(match, S.cumsum, *args, **kwargs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes(seed):
+    rng = np.random.default_rng(700 + seed)
+    rank = int(rng.integers(1, 4))
+    shape = tuple(int(rng.integers(1, 3000 if rank == 1 else 60)) for _ in range(rank))
+    xv, xs = transposed(rng, shape, np.float32, tuple(rng.permutation(rank)))
+    dim = int(rng.integers(0, rank))
+    got = launch(S.cumsum, np.zeros(shape, np.float32), xs, dim=dim)[0]
+    close(got, S.cumsum_ref(xv, dim), rtol=1e-5 * max(1.0, np.sqrt(shape[dim]) / 8))
+    xi = rng.integers(-1000, 1000, size=shape).astype(np.int32)
+    got = launch(S.cumsum, pairs(np.zeros(shape)), xi, dim=dim, int64=("out",))[0]
+    np.testing.assert_array_equal(from_pairs(got), S.cumsum_ref(xi, dim))
