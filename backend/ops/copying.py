@@ -1,11 +1,12 @@
-"""Copies between device tensors (aten::_copy_from on trn -> trn): strides and casts."""
+"""Copies between device tensors (aten::_copy_from on trn -> trn): strides and casts, as one
+pointwise `copy` launch (trnsim.backend.ops.pointwise.device_copy)."""
 
 from __future__ import annotations
 
 import torch
-from trnsim.backend.registry import HostOnly
 
 
 def device_copy(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """dst[...] = src (broadcast, cast) with the pointwise copy kernel."""
-    raise HostOnly("no device copy kernel yet")
+    from trnsim.backend.ops.pointwise import device_copy as copy
+
+    copy(dst, src)

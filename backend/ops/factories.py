@@ -1,15 +1,46 @@
-"""Tensor factories and fills: arange, linspace, eye, fill_, zero_, random fills.
+"""Tensor factories: arange on the device (iota); random fills.
 
 Random fills draw from torch's CPU generator on the host (so torch.manual_seed makes device
-runs reproducible and equal to CPU runs); they have no device time.
+runs reproducible and equal to CPU runs); they have no device time. fill_ and zero_ are in
+ops/pointwise.py (the fill kernel).
 """
 
 from __future__ import annotations
 
-from trnsim.backend.registry import cpu_overloads, reference_only
+import math
 
-reference_only(*cpu_overloads("fill", "zero", "arange", "linspace", "logspace", "eye"),
-               group="factories")
+import torch
+from trnsim.backend import storage
+from trnsim.backend.ops._common import launch
+from trnsim.backend.registry import REGISTRY, HostOnly, cpu_overloads, op, reference_only
+from trnsim.backend.runtime import runtime
+from trnsim.kernels import fill as fill_kernels
+
+
+@op("arange.start_out", kernels="arange")
+def arange_out(start, end, step=1, *, out):
+    vals = [v.item() if isinstance(v, torch.Tensor) else v for v in (start, end, step)]
+    start, end, step = vals
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    n = max(0, math.ceil((end - start) / step))
+    if list(out.shape) != [n]:
+        storage.resize(runtime(), out, [n])
+    if n == 0:
+        return out
+    if out.dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.int32,
+                         torch.int64, torch.int16, torch.int8, torch.uint8):
+        raise HostOnly(f"{out.dtype} output")
+    if out.dtype == torch.int64 and not (-(2 ** 31) <= start + step * (n - 1) < 2 ** 31
+                                         and -(2 ** 31) <= start < 2 ** 31):
+        raise HostOnly("int64 values beyond int32 range")
+    launch(fill_kernels.arange, out, start, step, aten_op="aten::arange",
+           int64=out.dtype == torch.int64)
+    return out
+
+
+reference_only(*(n for n in cpu_overloads("arange", "linspace", "logspace", "eye")
+                 if n not in REGISTRY), group="factories")
 reference_only(*cpu_overloads("uniform", "normal", "bernoulli", "random", "exponential",
                               "geometric", "cauchy", "log_normal", "multinomial", "randperm"),
                note="drawn from torch's CPU generator (torch.manual_seed applies)",
