@@ -14,7 +14,8 @@ from trnsim.nki import language as nl
 
 from . import _rowops as ro
 from ._common import P_MAX, fail
-from ._rows import Prefetch, RowSpace, col_operand, plan_rows, shaped_row_operand
+from ._int64 import is_pair, low_word
+from ._rows import Operand, Prefetch, RowSpace, col_operand, plan_rows, shaped_row_operand
 
 DTYPES = ("bfloat16", "float16", "float32")
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}  # ATen's at::Reduction enum
@@ -34,16 +35,17 @@ def as_rows(what: str, x):
     return None
 
 
-def target_low(what: str, target, row_shape: tuple[int, ...]):
-    """The low words (int32 HBM view) of an int64 pair view of the targets (shape S + (2,),
-    S the row shape [N, *S] of the input)."""
-    if target.dtype != "int32" or len(target.shape) < 2 or target.shape[-1] != 2:
+def target_pairs(what: str, target, row_shape: tuple[int, ...]) -> Operand:
+    """The targets as a row operand of int64 pair words (kernels/_int64.py): an int32 view of
+    shape S + (2,), S the row shape [N, *S] of the input (or a flat / keepdim form of it)."""
+    if not is_pair(target):
         fail(
             f"{what}: target must be an int64 pair view (int32, shape S + (2,)), got "
             f"{target.dtype} {list(target.shape)}"
         )
-    low = target.select(len(target.shape) - 1, 0)
-    return shaped_row_operand(low, row_shape, what, "target")
+    low = target.select(len(target.shape) - 1, 0)  # same offset; the pattern adds the words
+    op = shaped_row_operand(low, row_shape, what, "target")
+    return Operand(low, op.row_strides, None, tail=((1, 2),))
 
 
 def loss_space(what: str, x, target, cols: dict, rows: dict, reduction: int) -> RowSpace:
@@ -54,7 +56,7 @@ def loss_space(what: str, x, target, cols: dict, rows: dict, reduction: int) -> 
     if x.dtype not in DTYPES:
         fail(f"{what}: input dtype {x.dtype} is not one of {', '.join(DTYPES)}")
     row_shape = (x2.shape[0], *x2.shape[2:])
-    ops = {"x": col_operand(x2, 1), "t": target_low(what, target, row_shape)}
+    ops = {"x": col_operand(x2, 1), "t": target_pairs(what, target, row_shape)}
     for name, v in cols.items():
         if v is not None:
             if tuple(v.shape) != tuple(x.shape):
@@ -91,7 +93,9 @@ class Targets:
 
     def __init__(self, space: RowSpace, tile, iota, ignore_index: int):
         m, g = tile.parts, tile.g
-        self.t = space.fetch(tile, "t", F32)  # the DMA converts int32 to fp32 (exact < 2^24)
+        words = space.fetch(tile, "t", nl.int32)  # [m, G, 2]: both words in one DMA
+        self.t = ro.sbuf((m, g), F32, "target")
+        nisa.tensor_copy(dst=self.t, src=low_word(words))  # int32 -> fp32, exact below 2^24
         self.valid = ro.sbuf((m, g), F32, "valid")
         nisa.tensor_scalar(
             dst=self.valid, data=self.t, op0=nl.not_equal, operand0=float(ignore_index)

@@ -34,11 +34,13 @@ CHUNK_ALIGN = 512  # column chunks are multiples of this (bn_stats_fmax, PSUM ba
 @dataclass(frozen=True)
 class Operand:
     """One HBM tensor of a row space: strides over the row dims, and along the columns
-    (None for a row operand: one value per row)."""
+    (None for a row operand: one value per row); `tail` [step, count] pairs follow (the two
+    words of an int64 pair view)."""
 
     view: Any
     row_strides: tuple[int, ...]
     col_stride: int | None
+    tail: tuple[tuple[int, int], ...] = ()
 
 
 def col_operand(view: Any, dim: int) -> Operand:
@@ -194,6 +196,7 @@ class RowSpace:
         if op.col_stride is not None:
             pat.append([op.col_stride, c1 - c0])
             off += c0 * op.col_stride
+        pat += [list(t) for t in op.tail]
         return op.view.ap(pat, offset=off)
 
     def load(self, tile: RowTile, name: str, dst, c0: int = 0, c1: int | None = None) -> None:
@@ -211,8 +214,10 @@ class RowSpace:
     def fetch(self, tile: RowTile, name: str, dtype, c0: int = 0, c1: int | None = None):
         """A new SBUF tile holding operand `name` of `tile` (columns c0..c1), in `dtype`."""
         c1 = self.n_cols if c1 is None else c1
-        cols = () if self.operands[name].col_stride is None else (c1 - c0,)
-        t = nl.ndarray((tile.parts, tile.g, *cols), dtype=dtype, buffer=nl.sbuf, name=name)
+        op = self.operands[name]
+        cols = () if op.col_stride is None else (c1 - c0,)
+        tail = tuple(n for _, n in op.tail)
+        t = nl.ndarray((tile.parts, tile.g, *cols, *tail), dtype=dtype, buffer=nl.sbuf, name=name)
         self.load(tile, name, t, c0, c1)
         return t
 
