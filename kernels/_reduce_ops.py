@@ -41,7 +41,8 @@ class Op:
 
     @property
     def comps(self) -> tuple[str, ...]:
-        return {"simple": ("v",), "lse": ("m", "s"), "var": ("n", "mean", "m2")}[self.kind]
+        return {"simple": ("v",), "lse": ("m", "s"), "var": ("n", "mean", "m2"),
+                "sum64": ("lo", "hi")}[self.kind]
 
 
 OPS = {
@@ -62,6 +63,7 @@ NORMS = {
     float("inf"): Op("norm", alu=nl.maximum, pre="abs", float_only=True),
     float("-inf"): Op("norm", alu=nl.minimum, pre="abs", float_only=True),
 }
+SUM64 = Op("sum", kind="sum64", alu=nl.add, exact_int=True)  # integer sum, int64 result
 VAR = Op("var", kind="var", float_only=True)
 VAR_MEAN = Op("mean", kind="var", post="mean", float_only=True)  # the mean of var_mean
 
@@ -72,6 +74,8 @@ def identity(op: Op, comp: str, exact: bool) -> float | int:
         return -float("inf") if comp == "m" else 0.0
     if op.kind == "var":
         return 0.0
+    if op.kind == "sum64":
+        return 0
     name = op.alu.__name__ if hasattr(op.alu, "__name__") else str(op.alu)
     table = {"add": (0.0, 0), "multiply": (1.0, 1), "maximum": (-float("inf"), INT_MIN),
              "minimum": (float("inf"), INT_MAX)}
@@ -104,8 +108,8 @@ def reset(op: Op, st: dict, k: int, exact: bool) -> None:
 
 def partition_fold(op: Op) -> bool:
     """Whether `fold` is one GpSimd partition reduce (sums, maxima, minima)."""
-    return op.kind == "simple" and getattr(op.alu, "__name__", "") in (
-        "add", "maximum", "minimum")
+    name = getattr(op.alu, "__name__", "")
+    return op.kind == "sum64" or (op.kind == "simple" and name in ("add", "maximum", "minimum"))
 
 
 def _clamp(dst, src) -> None:
@@ -131,6 +135,13 @@ def leaf(op: Op, x, d: dict, exact: bool) -> None:
         _leaf_lse(x, d["m"], d["s"])
     elif op.kind == "var":
         _leaf_var(x, d["n"], d["mean"], d["m2"])
+    elif op.kind == "sum64":
+        lo, hi = sbuf(x.shape, nl.int32, "lo16"), sbuf(x.shape, nl.int32, "hi16")
+        io.split16(lo, hi, x)
+        for t, c in ((lo, "lo"), (hi, "hi")):
+            io.tree(t, nl.add, x.shape[2])
+            io.copy(d[c], t[:, :, 0])
+        io.carry16(d["lo"], d["hi"])
     elif exact:
         io.tree(x, op.alu, x.shape[2])
         io.copy(d["v"], x[:, :, 0])
@@ -179,6 +190,12 @@ def combine(op: Op, st: dict, exact: bool) -> dict:
         return _combine_lse(st["m"], st["s"])
     if op.kind == "var":
         return _combine_var(st["n"], st["mean"], st["m2"])
+    if op.kind == "sum64":
+        io.tree(st["lo"], nl.add, n)
+        io.tree(st["hi"], nl.add, n)
+        res = {c: st[c][:, :, 0] for c in ("lo", "hi")}
+        io.carry16(res["lo"], res["hi"])
+        return res
     if exact:
         io.tree(st["v"], op.alu, n)
         return {"v": st["v"][:, :, 0]}
@@ -230,6 +247,13 @@ def fold(op: Op, st: dict, exact: bool) -> dict:
         return st
     dt = nl.int32 if exact else F32
     name = getattr(op.alu, "__name__", "")
+    if op.kind == "sum64":
+        res = {}
+        for c in ("lo", "hi"):
+            res[c] = sbuf((1, a), nl.int32, f"folded_{c}")
+            nisa.tensor_partition_reduce(dst=res[c], op=nl.add, data=st[c])
+        io.carry16(res["lo"], res["hi"])
+        return res
     if op.kind == "simple" and name in ("add", "maximum"):
         # GpSimd reduces across partitions directly (exactly for int32).
         r = sbuf((1, a), dt, "folded")

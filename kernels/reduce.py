@@ -64,6 +64,11 @@ class _States(Reducer):
     def results(self, res, shape):
         out = []
         for o, post in zip(self.outs, self.posts, strict=True):
+            if post.kind == "sum64":  # the words of hi * 2^16 + lo
+                w = ro.sbuf((*shape, 2), nl.int32, "res_i64")
+                io.words16(w, res["lo"], res["hi"])
+                out.append(w)
+                continue
             as_int = o.pair or (self.exact and o.dtype == "int32")
             r = ro.sbuf(shape, nl.int32 if as_int else o.view.dtype, "res")
             rops.finish(post, res, r, self.count, self.correction, self.exact, self.std)
@@ -110,9 +115,11 @@ def reduce(out, x, *, dims=None, op: str, p: float = 2, int64=()) -> None:
 
     Notes:
         Float inputs accumulate in fp32. Integer sums, products, maxima and minima are exact
-        on GpSimd (32-bit, wrapping modulo 2^32 as int32 arithmetic; an int64 result is the
-        sign extension of that 32-bit value). amax/amin propagate NaN. torch refuses mean and
-        norm of integer tensors, and so does this kernel.
+        on GpSimd: a sum into int64 out is kept as two 16-bit-split words (exact while the
+        sum of |x| is below 2^47); int32 sums and all products wrap modulo 2^32 as int32
+        arithmetic does (an int64 product is the sign extension of that 32-bit value).
+        amax/amin propagate NaN. torch refuses mean and norm of integer tensors, and so does
+        this kernel.
     """
     what = f"reduce(op={op!r})"
     if op == "norm":
@@ -125,6 +132,8 @@ def reduce(out, x, *, dims=None, op: str, p: float = 2, int64=()) -> None:
             fail(f"{what}: op {op!r} is not supported (supported: "
                  f"{', '.join([*rops.OPS, 'norm'])})")
     xt, ot = Tensor(what, "x", x, int64), Tensor(what, "out", out, int64)
+    if op == "sum" and not xt.is_float and ot.pair:
+        spec = rops.SUM64
     _run(what, spec, [ot], xt, axes(what, dims, len(xt.shape)))
 
 

@@ -144,6 +144,27 @@ def test_int32_sums_are_exact(rng):
     np.testing.assert_array_equal(got[:, 0], big.min(axis=1))
 
 
+@pytest.mark.parametrize("max_slots", [16, 2], ids=["slots16", "slots2"])
+def test_int64_sums_beyond_int32(rng, monkeypatch, max_slots):
+    """Integer sums into int64 are exact past 2^31 (16-bit split words) in every layout, while
+    the sum of |x| stays below 2^47."""
+    from trnsim.kernels import _reduce_layout
+
+    monkeypatch.setattr(_reduce_layout, "MAX_SLOTS", max_slots)
+    x = rng.integers(-(2**26), 2**26, size=(130, 5000)).astype(np.int32)
+    x[:, :2500] = np.abs(x[:, :2500]) + 2**25  # same-sign runs: sums far past int32
+    for dims in [(1,), (0,), (0, 1)]:
+        shape = keep(x.shape, dims)
+        got = launch(R.reduce, pairs(np.zeros(shape)), x, dims=dims, op="sum",
+                     int64=("out",))[0]
+        np.testing.assert_array_equal(from_pairs(got), x.astype(np.int64).sum(axis=dims,
+                                                                            keepdims=True))
+    v = rng.integers(-(2**31), 2**31 - 1, size=(2, 3000))
+    got = launch(R.reduce, pairs(np.zeros((2, 1))), pairs(v), dims=1, op="sum",
+                 int64=("x", "out"))[0]
+    np.testing.assert_array_equal(from_pairs(got), v.sum(axis=1, keepdims=True))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16])
 def test_small_int_products_and_sums(rng, dtype):
     x = rng.integers(0, 3, size=(4, 9)).astype(dtype)
