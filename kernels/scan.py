@@ -8,7 +8,8 @@ per partition when rows are short, column chunks when they are long). A chunk of
 partition is one VectorE tensor_tensor_scan (fp32), continued from the previous chunk's last
 value; G rows per partition scan together by log-step doubling (Hillis-Steele: ceil(log2 n)
 shifted adds or multiplies, each row on its own), which is also how integers scan exactly
-(int32 on GpSimd, wrapping modulo 2^32; an int64 result is the sign extension).
+on GpSimd: an int64 cumsum as 16-bit split words (exact while the sum of |x| is below 2^47,
+`_intops`), int32 results and products wrapping modulo 2^32.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def cumsum(out, x, *, dim: int, int64=()) -> None:
 
     Args:
         out: float (x float: accumulated in fp32, each result cast once), or int32 / int64
-            (a pair view named in int64=) for integer and bool x (exact, modulo 2^32).
+            (a pair view named in int64=) for integer and bool x (exact on GpSimd: int64
+            while the sum of |x| is below 2^47, int32 modulo 2^32).
         x: float32/bfloat16/float16/int32/int16/int8/uint8/bool, or int64 (pair, low words).
     """
     _scan("cumsum", out, x, dim, int64, nl.add)
@@ -66,20 +68,18 @@ def _scan(what: str, out, x, dim, int64, op) -> None:
     load_dt = nl.int32 if exact else xt.view.dtype
     reqs = [(t, c) for t in space.tiles(plan.g) for c in plan.chunks]
     fetch = Prefetch(reqs, lambda r: space.fetch(r[0], "x", load_dt, *r[1]))
+    wide = exact and ot.pair and op is nl.add  # an int64 cumsum: 16-bit split words
     carry = None
     for tile, (c0, c1) in reqs:
         xs = fetch.next()
-        acc = ro.sbuf(xs.shape, nl.int32 if exact else F32, "scan")
-        if exact or tile.g > 1:
-            _doubling(acc, xs, op, exact)
-            if c0 > 0:
-                _apply_carry(acc, carry, op, exact)
+        if wide:
+            res, carry = _wide_chunk(xs, carry if c0 > 0 else None, c1 < n)
         else:
-            _native(acc, xs, op, carry if c0 > 0 else None)
-        if c1 < n:  # the next chunk continues from this chunk's last value
-            carry = ro.sbuf((tile.parts, tile.g), acc.dtype, "carry")
-            (io.copy if exact else nisa.tensor_copy)(dst=carry, src=acc[:, :, c1 - c0 - 1])
-        res = _result(acc, ot, exact)
+            acc = _chunk(xs, op, exact, tile.g, carry if c0 > 0 else None)
+            if c1 < n:  # the next chunk continues from this chunk's last value
+                carry = ro.sbuf((tile.parts, tile.g), acc.dtype, "carry")
+                (io.copy if exact else nisa.tensor_copy)(dst=carry, src=acc[:, :, c1 - c0 - 1])
+            res = _result(acc, ot, exact)
         if not ot.pair:
             space.store(tile, "out", res, c0, c1)
             continue
@@ -88,6 +88,44 @@ def _scan(what: str, out, x, dim, int64, op) -> None:
             nisa.dma_copy(dst=hbm(ot.full, blk.patterns["out"] + [[step, c1 - c0], [1, 2]],
                                   blk.offsets["out"] + c0 * step),
                           src=res[blk.p0 : blk.p0 + blk.parts])
+
+
+def _chunk(xs, op, exact: bool, g: int, carry):
+    """The scan of one chunk [p, g, n], continued from carry [p, g] (or None)."""
+    acc = ro.sbuf(xs.shape, nl.int32 if exact else F32, "scan")
+    if exact or g > 1:
+        _doubling(acc, xs, op, exact)
+        if carry is not None:
+            _apply_carry(acc, carry, op, exact)
+    else:
+        _native(acc, xs, op, carry)
+    return acc
+
+
+def _wide_chunk(xs, carry, more: bool):
+    """An int32 chunk's cumulative sums as int64 words: the low 16 bits and the rest of each
+    value scan separately (exact: `_intops` 64-bit sums), then carry into the high part.
+    Returns (words [p, g, n, 2], the (lo, hi) carry for the next chunk or None)."""
+    lo, hi = ro.sbuf(xs.shape, nl.int32, "lo16"), ro.sbuf(xs.shape, nl.int32, "hi16")
+    io.split16(lo, hi, xs)
+    parts = []
+    for k, t in enumerate((lo, hi)):
+        acc = ro.sbuf(xs.shape, nl.int32, "scan")
+        _doubling(acc, t, nl.add, True)
+        if carry is not None:
+            _apply_carry(acc, carry[k], nl.add, True)
+        parts.append(acc)
+    io.carry16(*parts)
+    nxt = None
+    if more:
+        nxt = []
+        for acc in parts:
+            c = ro.sbuf(acc.shape[:2], nl.int32, "carry")
+            io.copy(c, acc[:, :, acc.shape[2] - 1])
+            nxt.append(c)
+    words = ro.sbuf((*xs.shape, 2), nl.int32, "scan_i64")
+    io.words16(words, *parts)
+    return words, nxt
 
 
 def _native(acc, xs, op, carry) -> None:
