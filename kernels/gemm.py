@@ -29,8 +29,10 @@ PSUM_GROUP = 4  # PSUM banks accumulated per stationary load; the next group use
 A_BLOCK_ROWS = 256  # rows of a streamed a^T block: two 128-row tiles. Larger blocks make the
 #                    first matmuls wait longer and measured slower on the model (1024^3 bf16)
 MAX_BLOCK_N = 4096  # columns of a resident b block
-B_SHARE = 0.4  # share of usable SBUF for the resident b block (0.25 when two are in flight)
+SBUF_SHARE = 0.85  # share of usable SBUF the resident loop plans for (allocation slack)
 A_SHARE = 0.15  # share for one streamed a^T block (two in flight)
+RES_BYTES = 3 * PSUM_GROUP * TILE_N * 4  # per partition: output tiles in flight (fp32 worst)
+ADDEND_BYTES = 2 * MAX_BLOCK_N * 4  # per partition: row / full addend tiles (fp32)
 STREAM_SHARE = 0.1  # share for one K chunk of both operands in the streamed-K loop
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -88,14 +90,41 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
     kind = epilogue_kind(problems[0].c, beta)
     epi = Epilogue(kind, float(alpha), float(beta))
     isz = dtype.itemsize
-    usable = nl.tile_size.total_available_sbuf_size
-    kt = -(-k // P_MAX)
-    slab = max(1, kt) * TILE_N * isz
     a_mode, b_mode = kmajor_mode(problems[0].a_t), kmajor_mode(problems[0].b)
-    if slab > usable * B_SHARE:
-        _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable)
+    sizes = _block_sizes(problems, k, kind, a_mode, isz)
+    if sizes is None:
+        _gemm_streamed(problems, k, epi, a_mode, b_mode, isz)
     else:
-        _gemm_resident(problems, k, epi, a_mode, b_mode, isz, usable)
+        _gemm_resident(problems, k, epi, a_mode, b_mode, sizes)
+
+
+def _block_sizes(problems, k: int, kind: str, a_mode: str, isz: int):
+    """(BM, BN, prefetch_b) of the resident loop, or None when not even one K x 512 block of
+    b fits next to two a^T blocks (then K is streamed). Two b blocks are kept (the next one
+    prefetched) when they fit, else one (its successor loads when it is needed)."""
+    usable = nl.tile_size.total_available_sbuf_size
+    m, n = problems[0].out.rows, problems[0].out.cols
+    kt = max(1, -(-k // P_MAX))
+    a_factor = 2 if a_mode == "pe_transpose" else 1  # transposes stage the rows once more
+    bm = A_BLOCK_ROWS
+    while bm > TILE_M and a_factor * kt * bm * isz > usable * A_SHARE:
+        bm -= TILE_M
+    if kind == "full":
+        bm = TILE_M  # one [128, BN] addend tile per step
+    bm = min(m, bm)
+    other = RES_BYTES + (ADDEND_BYTES if kind in ("row", "full") else 0)
+    budget = usable * SBUF_SHARE - 2 * a_factor * kt * bm * isz - other
+    slab = kt * TILE_N * isz  # one K x 512 block of b
+    if slab > budget:
+        return None
+    blocks = -(-n // TILE_N)
+    if blocks <= MAX_BLOCK_N // TILE_N and blocks * slab <= budget and \
+            len({p.b.off for p in problems}) == 1:
+        return bm, n, True  # all of b resident, loaded once
+    pair = int(budget // (2 * slab))
+    if pair >= 1:
+        return bm, min(n, MAX_BLOCK_N, pair * TILE_N), True
+    return bm, min(n, MAX_BLOCK_N, int(budget // slab) * TILE_N), False
 
 
 # ---------------------------------------------------------------- checks and batch views
@@ -226,48 +255,43 @@ def _zero_acc(acc, mm: int, gw: int) -> None:
     nisa.memset(dst=acc[0:mm, 0:gw], value=0.0)
 
 
-def _gemm_resident(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
+def _gemm_resident(problems, k, epi, a_mode, b_mode, sizes) -> None:
     """Resident b blocks, streamed a^T blocks (the loop nest of kernels/matmul.py, ragged)."""
     m, n = problems[0].out.rows, problems[0].out.cols
-    kt = max(1, -(-k // P_MAX))
-    bn = min(n, MAX_BLOCK_N, int(usable * B_SHARE) // (kt * TILE_N * isz) * TILE_N)
-    if bn < n or len({p.b.off for p in problems}) > 1:
-        # Several b blocks: the next one is prefetched while this one is in use.
-        share = B_SHARE * 5 / 8
-        bn = min(n, MAX_BLOCK_N, max(1, int(usable * share) // (kt * TILE_N * isz)) * TILE_N)
-    a_factor = 2 if a_mode == "pe_transpose" else 1  # transposes stage the rows once more
-    bm = A_BLOCK_ROWS
-    while bm > TILE_M and a_factor * kt * bm * isz > usable * A_SHARE:
-        bm -= TILE_M
-    if epi.kind == "full":
-        bm = TILE_M  # one [128, BN] addend tile per step
+    bm, bn, prefetch_b = sizes
     steps = [
         (pi, n0, m0, mw) for pi in range(len(problems)) for n0 in range(0, n, bn)
         for m0, mw in _row_blocks(m, bm)
     ]
     cache: dict[str, tuple[Any, Any]] = {}
 
+    def b_block(p, n0, pieces):
+        bw = min(bn, n - n0)
+        return _cached(cache, "b", (p.b.off, n0), pieces, lambda: _block(p.b, k, n0, bw, b_mode))
+
     def load(step):
         pi, n0, m0, mw = step
         p = problems[pi]
-        bw = min(bn, n - n0)
         pieces: list[list] = []
-        tiles = {
-            "b": _cached(cache, "b", (p.b.off, n0), pieces, lambda: _block(p.b, k, n0, bw, b_mode)),
-            "a": _cached(
-                cache, "a", (p.a_t.off, m0, mw), pieces,
-                lambda: _block(p.a_t, k, m0, mw, a_mode),
-            ),
-        }
+        hit = cache.get("b")
+        if prefetch_b or hit is None or hit[0] == (p.b.off, n0):
+            b_t = b_block(p, n0, pieces)
+        else:  # only one b block fits: load this one when the previous one is released
+            b_t = None
+        a_t = _cached(cache, "a", (p.a_t.off, m0, mw), pieces,
+                      lambda: _block(p.a_t, k, m0, mw, a_mode))
         _interleave(pieces)
-        tiles["c"] = epi.load_block(p.c, cache, m0, mw, n0, bw)
-        return tiles
+        return {"b": b_t, "a": a_t, "c": epi.load_block(p.c, cache, m0, mw, n0, min(bn, n - n0))}
 
     bank_no = 0
     for (pi, n0, m0, mw), tiles in _prefetched(steps, load):
         p = problems[pi]
-        bw = min(bn, n - n0)
-        widths = _n_tiles(bw)
+        if tiles["b"] is None:
+            cache.pop("b", None)
+            pieces: list[list] = []
+            tiles["b"] = b_block(p, n0, pieces)
+            _interleave(pieces)
+        widths = _n_tiles(min(bn, n - n0))
         for mt in nl.affine_range(-(-mw // TILE_M)):
             mm = min(TILE_M, mw - mt * TILE_M)
             r0 = m0 + mt * TILE_M
@@ -285,6 +309,8 @@ def _gemm_resident(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
                 _evacuate_store(epi, p.out, acc, ctile, mm, r0, n0 + c0, gws, bank_no)
                 bank_no += len(gws)
                 del acc
+        # Release this step's tiles before the generator allocates the step after next.
+        del tiles
 
 
 def _row_blocks(m: int, bm: int) -> list[tuple[int, int]]:
@@ -347,7 +373,9 @@ def _interleave(pieces: list[list]) -> None:
 
 def _prefetched(steps, load):
     """Yield (step, tiles); the loads of step i+1 are issued before the caller's work on step i
-    (the DMA queue is in order: a load issued after step i's stores would wait for them)."""
+    (the DMA queue is in order: a load issued after step i's stores would wait for them).
+    The caller drops its reference to step i's tiles before asking for step i+1, so at most
+    two steps' tiles are alive."""
     if not steps:
         return
     nxt = load(steps[0])
@@ -358,10 +386,11 @@ def _prefetched(steps, load):
         yield step, cur
 
 
-def _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
+def _gemm_streamed(problems, k, epi, a_mode, b_mode, isz) -> None:
     """K too large for a resident K x 512 block: per output tile group, stream K in chunks of
     both operands (each reloaded per group), accumulating in PSUM across chunks."""
     m, n = problems[0].out.rows, problems[0].out.cols
+    usable = nl.tile_size.total_available_sbuf_size
     group_cols = PSUM_GROUP * TILE_N
     per_tile = (TILE_M + group_cols) * isz * (2 if "pe_transpose" in (a_mode, b_mode) else 1)
     kc = max(1, int(usable * STREAM_SHARE) // per_tile) * P_MAX  # rows per chunk
@@ -386,7 +415,8 @@ def _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
     cache: dict[str, tuple[Any, Any]] = {}
     acc = None
     bank_no = 0
-    for (pi, r0, c0, k0), (a_sb, b_sb) in _prefetched(steps, load):
+    for (pi, r0, c0, k0), chunk in _prefetched(steps, load):
+        a_sb, b_sb = chunk
         p = problems[pi]
         nk, mm, gw = min(kc, k - k0), min(TILE_M, m - r0), min(group_cols, n - c0)
         if k0 == 0:
@@ -398,6 +428,7 @@ def _gemm_streamed(problems, k, epi, a_mode, b_mode, isz, usable) -> None:
             _evacuate_store(epi, p.out, acc, ctile, mm, r0, c0, widths, bank_no)
             bank_no += len(widths)
             acc = None
+        del chunk, a_sb, b_sb
 
 
 # ---------------------------------------------------------------- reference

@@ -158,14 +158,19 @@ def test_gemm_in_place_addend(rng):
 
 
 def test_gemm_several_blocks_and_streamed_k(rng, monkeypatch):
-    """Several resident b blocks and a^T blocks (ragged), then the streamed-K loop (K chunks
-    accumulated in PSUM) when no K x 512 block fits: same values as the reference."""
+    """Several resident b blocks and a^T blocks (ragged), prefetched or (when only one b
+    block fits) loaded on demand, then the streamed-K loop (K chunks accumulated in PSUM)
+    when no K x 512 block fits: same values as the reference."""
     m, k, n = 300, 700, 1100
     c = _bias(rng, "row", m, n, np.float32)
     monkeypatch.setattr(gm, "MAX_BLOCK_N", 512)
     got, ref = _run(rng, m, k, n, np.float32, "nt", c=c, alpha=0.5)
     assert_close(got, ref, "float32", abs_frac=1)
-    monkeypatch.setattr(gm, "B_SHARE", 0.01)
+    monkeypatch.setattr(gm, "_block_sizes", lambda *args: (128, 512, False))
+    got, ref = _run(rng, m, k, n, np.float32, "tn", c=c, alpha=0.5)
+    assert_close(got, ref, "float32", abs_frac=1)
+    monkeypatch.undo()
+    monkeypatch.setattr(gm, "SBUF_SHARE", 0.1)
     monkeypatch.setattr(gm, "STREAM_SHARE", 0.02)
     got, ref = _run(rng, m, k, n, np.float32, "tn", c=c, alpha=0.5)
     assert_close(got, ref, "float32", abs_frac=1)
