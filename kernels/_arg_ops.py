@@ -32,8 +32,7 @@ def select(x, pos, v, i, op, exact: bool) -> None:
         io.tree(t, op, f)
         io.copy(v, t[:, :, 0])
         eq = ro.sbuf((p, a, f), nl.int32, "arg_eq")
-        nisa.tensor_tensor(dst=eq, data1=x, data2=ro.bcast(v, f), op=nl.equal,
-                           engine=io.GPSIMD)
+        nisa.tensor_tensor(dst=eq, data1=x, data2=ro.bcast(v, f), op=nl.equal, engine=io.GPSIMD)
         nisa.tensor_copy(dst=hit, src=eq)
     else:
         nisa.tensor_reduce(dst=v, op=op, data=x, axis=2)
@@ -42,8 +41,9 @@ def select(x, pos, v, i, op, exact: bool) -> None:
         nisa.tensor_tensor(dst=nan, data1=x, data2=x, op=nl.not_equal)
         nisa.tensor_tensor(dst=hit, data1=hit, data2=nan, op=nl.maximum)
     # pos - BIG where marked, pos elsewhere: the minimum is (first marked position) - BIG.
-    nisa.scalar_tensor_tensor(dst=hit, data=hit, op0=nl.multiply, operand0=-BIG, op1=nl.add,
-                              operand1=pos)
+    nisa.scalar_tensor_tensor(
+        dst=hit, data=hit, op0=nl.multiply, operand0=-BIG, op1=nl.add, operand1=pos
+    )
     nisa.tensor_reduce(dst=i, op=nl.minimum, data=hit, axis=2)
     nisa.tensor_scalar(dst=i, data=i, op0=nl.add, operand0=BIG)
 

@@ -25,19 +25,19 @@ class Tensor:
         self.full = view
         self.pair = name in tuple(int64)
         if self.pair and (str(view.dtype) != "int32" or view.shape[-1] != 2):
-            fail(f"{what}: {name} is named in int64= but is not an int32 pair view [..., 2] "
-                 f"(shape {list(view.shape)}, dtype {view.dtype})")
+            fail(
+                f"{what}: {name} is named in int64= but is not an int32 pair view [..., 2] "
+                f"(shape {list(view.shape)}, dtype {view.dtype})"
+            )
         self.view = view.select(len(view.shape) - 1, 0) if self.pair else view
         self.shape = tuple(int(s) for s in self.view.shape)
         self.dtype = "int64" if self.pair else str(view.dtype)
         if not self.pair and self.dtype not in DTYPES:
-            fail(f"{what}: {name} dtype {self.dtype} is not one of {', '.join(DTYPES)} "
-                 "(or int64)")
+            fail(f"{what}: {name} dtype {self.dtype} is not one of {', '.join(DTYPES)} (or int64)")
 
     @property
     def is_float(self) -> bool:
         return self.dtype in FLOATS
-
 
 
 def axis(what: str, name: str, d: Any, rank: int) -> int:
@@ -49,8 +49,11 @@ def axis(what: str, name: str, d: Any, rank: int) -> int:
 
 def axes(what: str, dims: Any, rank: int) -> tuple[int, ...]:
     """A reduction's axes: int, sequence, or None / [] for every axis; sorted, no repeats."""
-    items = list(range(rank)) if dims is None else (
-        [dims] if isinstance(dims, (int, np.integer)) else list(dims))
+    items = (
+        list(range(rank))
+        if dims is None
+        else ([dims] if isinstance(dims, (int, np.integer)) else list(dims))
+    )
     out = [axis(what, "dims", d, rank) for d in (items or range(rank))]
     if len(set(out)) != len(out):
         fail(f"{what}: dims={dims!r} names an axis twice")

@@ -72,8 +72,9 @@ class Group:
             for c0 in range(0, sizes[k - 1], chunk):
                 c = min(chunk, sizes[k - 1] - c0)
                 out.append(
-                    self._box((*idx, c0, *([0] * (len(sizes) - k))), (*([1] * len(idx)), c,
-                                                                      *sizes[k:]))
+                    self._box(
+                        (*idx, c0, *([0] * (len(sizes) - k))), (*([1] * len(idx)), c, *sizes[k:])
+                    )
                 )
         return out
 

@@ -33,7 +33,8 @@ from ._rows import Operand, RowSpace
 GPSIMD = nisa.engine.gpsimd
 ROW_ELEMS = 4096  # elements per partition of an SBUF rows tile (accumulating DMAs)
 _VALUE = re.compile(  # the index value in the messages of the DMA and nc_n_gather bounds checks
-    r"runtime vector offset (-?\d+)|nc_n_gather: indices\[.*\] = (-?\d+) is outside")
+    r"runtime vector offset (-?\d+)|nc_n_gather: indices\[.*\] = (-?\d+) is outside"
+)
 
 
 class bounds:
@@ -67,16 +68,19 @@ class bounds:
 def index_tensor(what: str, name: str, view, int64) -> Tensor:
     t = Tensor(what, name, view, int64)
     if not t.pair and t.dtype != "int32":
-        fail(f"{what}: {name} dtype {t.dtype}; index tensors are int32 or int64 (an int32 "
-             "pair view named in int64=)")
+        fail(
+            f"{what}: {name} dtype {t.dtype}; index tensors are int32 or int64 (an int32 "
+            "pair view named in int64=)"
+        )
     return t
 
 
 class IndexedRows:
     """D's rows addressed by index tensors (see the module docstring)."""
 
-    def __init__(self, what: str, data: Tensor, index: list[Tensor | None], rows: Tensor,
-                 wrap: bool):
+    def __init__(
+        self, what: str, data: Tensor, index: list[Tensor | None], rows: Tensor, wrap: bool
+    ):
         r = len(data.shape)
         if len(index) > r:
             fail(f"{what}: {len(index)} index tensors for a {r}-d tensor")
@@ -89,29 +93,43 @@ class IndexedRows:
         b = self.idx[0].shape
         for t in self.idx:
             if t.shape != b:
-                fail(f"{what}: index tensors have shapes {[list(t.shape) for t in self.idx]}; "
-                     "they must be broadcast to one shape")
+                fail(
+                    f"{what}: index tensors have shapes {[list(t.shape) for t in self.idx]}; "
+                    "they must be broadcast to one shape"
+                )
         if data.pair != rows.pair or (not data.pair and data.dtype != rows.dtype):
-            fail(f"{what}: {data.dtype} and {rows.dtype} tensors; the rows move as they are, so "
-                 "the dtypes must match")
+            fail(
+                f"{what}: {data.dtype} and {rows.dtype} tensors; the rows move as they are, so "
+                "the dtypes must match"
+            )
         rest = [k for k in range(r) if k not in self.ax]
         m = len(self.ax)
         adjacent = self.ax == list(range(self.ax[0], self.ax[0] + m))
         a0 = self.ax[0] if adjacent else 0
-        want = (tuple(data.shape[:a0]) + b + tuple(data.shape[a0 + m:]) if adjacent
-                else b + tuple(data.shape[k] for k in rest))
+        want = (
+            tuple(data.shape[:a0]) + b + tuple(data.shape[a0 + m :])
+            if adjacent
+            else b + tuple(data.shape[k] for k in rest)
+        )
         if rows.shape != want:
-            fail(f"{what}: {list(rows.shape)} rows tensor; indexing {list(data.shape)} with "
-                 f"index shape {list(b)} on axes {self.ax} gives {list(want)}")
+            fail(
+                f"{what}: {list(rows.shape)} rows tensor; indexing {list(data.shape)} with "
+                f"index shape {list(b)} on axes {self.ax} gives {list(want)}"
+            )
         bpos = list(range(a0, a0 + len(b)))
         rpos = [k for k in range(len(want)) if k not in bpos]
         if data.pair:  # the words of a pair move with their element
             rest, rpos = [*rest, r], [*rpos, len(want)]
-        self.data_rest = Group(tuple(int(data.full.shape[k]) for k in rest),
-                               [tuple(int(data.full.strides[k]) for k in rest),
-                                tuple(int(rows.full.strides[k]) for k in rpos)])
-        ops = {f"i{j}": Operand(t.view, tuple(t.view.strides), None)
-               for j, t in enumerate(self.idx)}
+        self.data_rest = Group(
+            tuple(int(data.full.shape[k]) for k in rest),
+            [
+                tuple(int(data.full.strides[k]) for k in rest),
+                tuple(int(rows.full.strides[k]) for k in rpos),
+            ],
+        )
+        ops = {
+            f"i{j}": Operand(t.view, tuple(t.view.strides), None) for j, t in enumerate(self.idx)
+        }
         ops["rows"] = Operand(rows.view, tuple(rows.view.strides[k] for k in bpos), None)
         self.space = RowSpace(b, 1, ops)
 
@@ -126,13 +144,16 @@ class IndexedRows:
         for j, (k, t) in enumerate(zip(self.ax, self.idx, strict=True)):
             w = ro.sbuf((tile.parts, 1), nl.int32, f"index{j}")
             for blk in tile.blocks:
-                nisa.dma_copy(dst=w[blk.p0 : blk.p0 + blk.parts],
-                              src=hbm(t.view, blk.patterns[f"i{j}"], blk.offsets[f"i{j}"]))
+                nisa.dma_copy(
+                    dst=w[blk.p0 : blk.p0 + blk.parts],
+                    src=hbm(t.view, blk.patterns[f"i{j}"], blk.offsets[f"i{j}"]),
+                )
             if self.wrap:  # torch wraps negative indices once: w += size * (w < 0)
                 neg = ro.sbuf((tile.parts, 1), nl.int32, "wrap")
                 n = int(self.data.shape[k])
-                nisa.tensor_scalar(dst=neg, data=w, op0=nl.less, operand0=0.0, op1=nl.multiply,
-                                   operand1=float(n))
+                nisa.tensor_scalar(
+                    dst=neg, data=w, op0=nl.less, operand0=0.0, op1=nl.multiply, operand1=float(n)
+                )
                 nisa.tensor_tensor(dst=w, data1=w, data2=neg, op=nl.add, engine=GPSIMD)
             words.append(w)
         if len(words) == 1:
@@ -167,8 +188,9 @@ class IndexedRows:
             k = self.ax[0]
             head = [[int(d.strides[k]), int(self.data.shape[k])]]
         else:  # element offsets: at most the extent of the indexed axes
-            head = [[1, 1 + sum((int(self.data.shape[k]) - 1) * int(d.strides[k])
-                                for k in self.ax)]]
+            head = [
+                [1, 1 + sum((int(self.data.shape[k]) - 1) * int(d.strides[k]) for k in self.ax)]
+            ]
         pat = head + (box.pattern(0) if box is not None else self._rest(0))
         base = d.offset + (box.offsets[0] if box is not None else 0)
         return d.ap(pat, offset=base).vector_select(0, off[blk.p0 : blk.p0 + blk.parts])
@@ -218,13 +240,15 @@ class IndexedRows:
             for box in boxes:
                 v = ro.sbuf((tile.parts, box.size), nl.float32, "rows")
                 for blk in tile.blocks:
-                    nisa.dma_copy(dst=v[blk.p0 : blk.p0 + blk.parts],
-                                  src=self.rows_view(blk, box))
+                    nisa.dma_copy(dst=v[blk.p0 : blk.p0 + blk.parts], src=self.rows_view(blk, box))
                 if s is not None and not (isinstance(s, (int, float)) and s == 1):
                     nisa.tensor_scalar(dst=v, data=v, op0=nl.multiply, operand0=s)
                 for blk in tile.blocks:
                     dst = self.data_rows(off, blk, box)
                     with self.guard():
-                        nisa.dma_compute(dst=dst, srcs=[dst, v[blk.p0 : blk.p0 + blk.parts]],
-                                         reduce_op=nl.add, unique_indices=False)
-
+                        nisa.dma_compute(
+                            dst=dst,
+                            srcs=[dst, v[blk.p0 : blk.p0 + blk.parts]],
+                            reduce_op=nl.add,
+                            unique_indices=False,
+                        )

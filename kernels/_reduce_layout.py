@@ -90,7 +90,8 @@ def run(red: Reducer, outs: list[Tensor], x: Tensor, dims: tuple[int, ...]) -> N
     inner = min(sized, key=lambda a: (abs(int(x.view.strides[a])) or 2**62, -a), default=None)
     inner_kept = inner in kept and abs(int(x.view.strides[inner])) == 1
     if (n_out <= COLUMN_MAX_OUTPUTS and n_red >= COLUMN_MIN_REDUCED) or (
-            red.partition_fold and inner_kept and n_red >= P_MAX):
+        red.partition_fold and inner_kept and n_red >= P_MAX
+    ):
         columns(red, outs, x, kept, list(dims))
     else:
         rows(red, outs, x, kept, list(dims))
@@ -103,8 +104,10 @@ def _dtype(red: Reducer, x: Tensor):
 def _load(xv, dtype, tile, box, i: int = 0):
     t = ro.sbuf((tile.parts, tile.g, box.size), dtype, "x_tile")
     for blk in tile.blocks:
-        nisa.dma_copy(dst=t[blk.p0 : blk.p0 + blk.parts],
-                      src=hbm(xv, blk.patterns["x"], blk.offsets["x"], box, i))
+        nisa.dma_copy(
+            dst=t[blk.p0 : blk.p0 + blk.parts],
+            src=hbm(xv, blk.patterns["x"], blk.offsets["x"], box, i),
+        )
     return t
 
 
@@ -124,37 +127,45 @@ def rows(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int], axes: lis
     boxes = Group.of([xv], axes).boxes(TILE_ELEMS)
     g = 1
     if len(boxes) == 1:
-        g = min(-(-MIN_DMA_BYTES // (n_red * max(1, xv.dtype.itemsize))),
-                TILE_ELEMS // n_red, -(-space.n_rows // P_MAX))
+        g = min(
+            -(-MIN_DMA_BYTES // (n_red * max(1, xv.dtype.itemsize))),
+            TILE_ELEMS // n_red,
+            -(-space.n_rows // P_MAX),
+        )
     tiles = space.tiles(max(1, g))
     dtype = _dtype(red, x)
-    fetch = Prefetch([(t, b) for t in tiles for b in boxes],
-                     lambda req: _load(xv, dtype, *req))
+    fetch = Prefetch([(t, b) for t in tiles for b in boxes], lambda req: _load(xv, dtype, *req))
     for tile in tiles:
         slots = Slots(red, tile.parts, tile.g, len(boxes), fill=False)
         for box in boxes:
             pos = None
             if red.needs_pos:
-                pos = _iota((tile.parts, tile.g, box.size), [[0, tile.g], [1, box.size]],
-                            box.start, 0)
+                pos = _iota(
+                    (tile.parts, tile.g, box.size), [[0, tile.g], [1, box.size]], box.start, 0
+                )
             red.leaf(fetch.next(), slots.next(tile.parts), pos)
         results = red.results(slots.result(), (tile.parts, tile.g))
         for i, (o, r) in enumerate(zip(outs, results, strict=True)):
             for blk in tile.blocks:
                 pat = blk.patterns[f"out{i}"] + ([[1, 2]] if o.pair else [])
-                nisa.dma_copy(dst=hbm(o.full, pat, blk.offsets[f"out{i}"]),
-                              src=r[blk.p0 : blk.p0 + blk.parts])
+                nisa.dma_copy(
+                    dst=hbm(o.full, pat, blk.offsets[f"out{i}"]), src=r[blk.p0 : blk.p0 + blk.parts]
+                )
 
 
-def columns(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int],
-            axes: list[int]) -> None:
+def columns(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int], axes: list[int]) -> None:
     xv = x.view
-    space = RowSpace(tuple(x.shape[a] for a in axes), 1,
-                     {"x": Operand(xv, tuple(xv.strides[a] for a in axes), None)})
+    space = RowSpace(
+        tuple(x.shape[a] for a in axes),
+        1,
+        {"x": Operand(xv, tuple(xv.strides[a] for a in axes), None)},
+    )
     n_red = space.n_rows
     if red.needs_pos and n_red > 2**24:
-        fail(f"arg_reduce: {n_red} elements to reduce; positions are exact in fp32 only "
-             f"below 2^24 ({2**24})")
+        fail(
+            f"arg_reduce: {n_red} elements to reduce; positions are exact in fp32 only "
+            f"below 2^24 ({2**24})"
+        )
     cols = Group.of([xv] + [o.view for o in outs], kept)
     dtype = _dtype(red, x)
     for box in cols.boxes(TILE_ELEMS // 8):
@@ -169,15 +180,17 @@ def columns(red: Reducer, outs: list[Tensor], x: Tensor, kept: list[int],
         for tile, (offset, step) in zip(tiles, _starts(tiles, g, space), strict=True):
             pos = None
             if red.needs_pos:
-                pos = _iota((tile.parts, box.size, tile.g), [[0, box.size], [1, tile.g]],
-                            offset, step)
+                pos = _iota(
+                    (tile.parts, box.size, tile.g), [[0, box.size], [1, tile.g]], offset, step
+                )
             data = fetch.next().permute((0, 2, 1))  # [parts, outputs, G]
             red.leaf(data, slots.next(tile.parts), pos)
         results = red.results(red.fold(slots.result()), (1, box.size))
         for i, (o, r) in enumerate(zip(outs, results, strict=True)):
             pat = box.pattern(i + 1) + ([[1, 2]] if o.pair else [])
-            nisa.dma_copy(dst=o.full.ap(pat or [[1, 1]],
-                                        offset=o.view.offset + box.offsets[i + 1]), src=r)
+            nisa.dma_copy(
+                dst=o.full.ap(pat or [[1, 1]], offset=o.view.offset + box.offsets[i + 1]), src=r
+            )
 
 
 def _starts(tiles, g: int, space: RowSpace) -> list[tuple[int, int]]:
@@ -195,4 +208,3 @@ def _starts(tiles, g: int, space: RowSpace) -> list[tuple[int, int]]:
             out.append((body + s_rest, 1))
             s_rest += t.parts
     return out
-

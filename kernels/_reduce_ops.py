@@ -6,8 +6,9 @@ Layer: kernel library (trnsim.kernels); public NKI API only. A state is a dict o
 [P, A, L] (fp32, or int32 for exact integer reductions): per partition, A outputs, L partial
 slots. Components: "v" (sum/prod/max/min/all/any/norms), "m","s" (logsumexp: raw maximum and
 sum of exp(x - clamp(m))), "n","mean","m2" (var/std: count, mean, sum of squared deviations,
-merged with Chan et al.'s pairwise formulas). Every engine computes in fp32 except the exact
-integer path (GpSimd, `_intops`).
+merged with Chan et al.'s pairwise formulas), "lo","hi" (integer sums with an int64 result:
+16-bit split words, `_intops`). Every engine computes in fp32 except the exact integer path
+(GpSimd, `_intops`).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ LOG_CLAMP = (2.0**-64, 2.0**64)  # nl.log's valid input range (nki-api.md §8.2)
 
 @dataclass(frozen=True)
 class Op:
-    """One reduction: kind (simple, lse, var), ALU op, map applied first, finishing step, and
-    whether integer inputs reduce exactly on GpSimd."""
+    """One reduction: kind (simple, lse, var, sum64), ALU op, map applied first, finishing
+    step, and whether integer inputs reduce exactly on GpSimd."""
 
     name: str
     kind: str = "simple"
@@ -41,8 +42,12 @@ class Op:
 
     @property
     def comps(self) -> tuple[str, ...]:
-        return {"simple": ("v",), "lse": ("m", "s"), "var": ("n", "mean", "m2"),
-                "sum64": ("lo", "hi")}[self.kind]
+        return {
+            "simple": ("v",),
+            "lse": ("m", "s"),
+            "var": ("n", "mean", "m2"),
+            "sum64": ("lo", "hi"),
+        }[self.kind]
 
 
 OPS = {
@@ -77,8 +82,12 @@ def identity(op: Op, comp: str, exact: bool) -> float | int:
     if op.kind == "sum64":
         return 0
     name = op.alu.__name__ if hasattr(op.alu, "__name__") else str(op.alu)
-    table = {"add": (0.0, 0), "multiply": (1.0, 1), "maximum": (-float("inf"), INT_MIN),
-             "minimum": (float("inf"), INT_MAX)}
+    table = {
+        "add": (0.0, 0),
+        "multiply": (1.0, 1),
+        "maximum": (-float("inf"), INT_MIN),
+        "minimum": (float("inf"), INT_MAX),
+    }
     for key, (f, i) in table.items():
         if key in name:
             return i if exact else f
@@ -161,8 +170,9 @@ def _leaf_lse(x, m, s) -> None:
     neg = sbuf((p, a), F32, "neg_max")
     # -clamp(m): an infinite maximum is replaced by the largest finite value, so exp(x - m)
     # stays 0 or inf instead of NaN (torch masks infinite maxima the same way).
-    nisa.tensor_scalar(dst=neg, data=m, op0=nl.maximum, operand0=-FLT_MAX, op1=nl.minimum,
-                       operand1=FLT_MAX)
+    nisa.tensor_scalar(
+        dst=neg, data=m, op0=nl.maximum, operand0=-FLT_MAX, op1=nl.minimum, operand1=FLT_MAX
+    )
     nisa.tensor_scalar(dst=neg, data=neg, op0=nl.multiply, operand0=-1.0)
     e = sbuf(x.shape, F32, "exp")
     ro.act_rows(e, x, nl.exp, bias=neg, sums=s)
@@ -285,13 +295,26 @@ def _flip(dst, src, exact: bool) -> None:
 
 
 # ---------------------------------------------------------------- finish: state -> result
-def finish(op: Op, st: dict, dst, count: int, correction: float = 0.0, exact: bool = False,
-           std: bool = False) -> None:
+def finish(
+    op: Op,
+    st: dict,
+    dst,
+    count: int,
+    correction: float = 0.0,
+    exact: bool = False,
+    std: bool = False,
+) -> None:
     """Write the result of states [P, A] into dst [P, A] (the output dtype, cast once)."""
     if op.kind == "lse":
         s = sbuf(dst.shape, F32, "lse_log")
-        nisa.tensor_scalar(dst=s, data=st["s"], op0=nl.maximum, operand0=LOG_CLAMP[0],
-                           op1=nl.minimum, operand1=LOG_CLAMP[1])
+        nisa.tensor_scalar(
+            dst=s,
+            data=st["s"],
+            op0=nl.maximum,
+            operand0=LOG_CLAMP[0],
+            op1=nl.minimum,
+            operand1=LOG_CLAMP[1],
+        )
         nisa.activation(dst=s, op=nl.log, data=s)
         nisa.tensor_tensor(dst=dst, data1=s, data2=st["m"], op=nl.add)
         return

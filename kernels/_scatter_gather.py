@@ -39,14 +39,17 @@ ONEHOT_COLS = 64  # output positions per one-hot block of scatter(reduce="multip
 GPSIMD = nisa.engine.gpsimd
 
 
-def _check_index_shape(what, index: Tensor, other: Tensor, name: str, dim: int,
-                       strict_dim: bool) -> None:
+def _check_index_shape(
+    what, index: Tensor, other: Tensor, name: str, dim: int, strict_dim: bool
+) -> None:
     if len(index.shape) != len(other.shape):
         fail(f"{what}: index has {len(index.shape)} dims but {name} has {len(other.shape)}")
     for k, (a, b) in enumerate(zip(index.shape, other.shape, strict=True)):
         if (k != dim or strict_dim) and a > b:
-            fail(f"{what}: index shape {list(index.shape)} exceeds {name} shape "
-                 f"{list(other.shape)} at dim {k}")
+            fail(
+                f"{what}: index shape {list(index.shape)} exceeds {name} shape "
+                f"{list(other.shape)} at dim {k}"
+            )
 
 
 # ---------------------------------------------------------------- gather
@@ -71,8 +74,10 @@ def gather(out, x, index, *, dim: int, int64=()) -> None:
         fail(f"{what}: x is {xt.dtype} but out is {ot.dtype}; they must match")
     rows = [k for k in range(len(it.shape)) if k != d]
     row_shape = tuple(it.shape[k] for k in rows)
-    ops = {n: Operand(t.view, tuple(t.view.strides[k] for k in rows), None)
-           for n, t in (("x", xt), ("i", it), ("o", ot))}
+    ops = {
+        n: Operand(t.view, tuple(t.view.strides[k] for k in rows), None)
+        for n, t in (("x", xt), ("i", it), ("o", ot))
+    }
     space = RowSpace(row_shape, it.shape[d], ops)
     w = 2 if xt.pair else 1
     if xt.shape[d] * w <= GATHER_ROW_ELEMS:
@@ -95,24 +100,40 @@ def _gather_on_chip(what, space, xt, it, ot, d, w) -> None:
         idx = ro.sbuf((p, gg, ni), nl.int32, "index")
         for blk in tile.blocks:
             sl = slice(blk.p0, blk.p0 + blk.parts)
-            nisa.dma_copy(dst=xs[sl], src=xt.full.ap(blk.patterns["x"] + _cols(xt, d, xt.shape[d]),
-                                                      offset=blk.offsets["x"]))
-            nisa.dma_copy(dst=idx[sl], src=it.full.ap(blk.patterns["i"] + [[int(
-                it.view.strides[d]), ni]], offset=blk.offsets["i"]))
+            nisa.dma_copy(
+                dst=xs[sl],
+                src=xt.full.ap(
+                    blk.patterns["x"] + _cols(xt, d, xt.shape[d]), offset=blk.offsets["x"]
+                ),
+            )
+            nisa.dma_copy(
+                dst=idx[sl],
+                src=it.full.ap(
+                    blk.patterns["i"] + [[int(it.view.strides[d]), ni]], offset=blk.offsets["i"]
+                ),
+            )
         flat_x = xs.reshape((p, gg * nx))
         if gg > 1 or w > 1:
             # check every index against the axis first (nc_n_gather's bounds are the data's
             # elements per partition: here the first row's first x.shape[d] elements) ...
             probe = ro.sbuf((p, gg * ni), xt.full.dtype, "probe")
             with bounds(what, d, xt.shape[d]):
-                nisa.nc_n_gather(dst=probe, data=xs[:, 0, : xt.shape[d]],
-                                 indices=idx.reshape((p, gg * ni)).view(nl.uint32))
+                nisa.nc_n_gather(
+                    dst=probe,
+                    data=xs[:, 0, : xt.shape[d]],
+                    indices=idx.reshape((p, gg * ni)).view(nl.uint32),
+                )
             # ... then gather from the whole tile: index * words + word + row * row length
             pos = ro.sbuf((p, gg, ni, w), nl.int32, "positions")
             nisa.iota(pos, [[nx, gg], [0, ni], [1, w]], offset=0)
-            nisa.scalar_tensor_tensor(dst=pos, data=idx.expand_dim(3).broadcast(3, w),
-                                      op0=nl.multiply, operand0=float(w), op1=nl.add,
-                                      operand1=pos)
+            nisa.scalar_tensor_tensor(
+                dst=pos,
+                data=idx.expand_dim(3).broadcast(3, w),
+                op0=nl.multiply,
+                operand0=float(w),
+                op1=nl.add,
+                operand1=pos,
+            )
             sel = pos.reshape((p, gg * ni * w)).view(nl.uint32)
         else:
             sel = idx.reshape((p, gg * ni)).view(nl.uint32)
@@ -120,9 +141,10 @@ def _gather_on_chip(what, space, xt, it, ot, d, w) -> None:
         with bounds(what, d, xt.shape[d]):
             nisa.nc_n_gather(dst=res.reshape((p, gg * ni * w)), data=flat_x, indices=sel)
         for blk in tile.blocks:
-            nisa.dma_copy(dst=ot.full.ap(blk.patterns["o"] + _cols(ot, d, ni),
-                                         offset=blk.offsets["o"]),
-                          src=res[blk.p0 : blk.p0 + blk.parts])
+            nisa.dma_copy(
+                dst=ot.full.ap(blk.patterns["o"] + _cols(ot, d, ni), offset=blk.offsets["o"]),
+                src=res[blk.p0 : blk.p0 + blk.parts],
+            )
 
 
 def _gather_dma(what, space, xt, it, ot, d, w) -> None:
@@ -139,31 +161,37 @@ def _gather_dma(what, space, xt, it, ot, d, w) -> None:
         base = _row_bases(tile, "x", p)
         idx = ro.sbuf((p, ni), nl.int32, "index")
         for blk in tile.blocks:
-            nisa.dma_copy(dst=idx[blk.p0 : blk.p0 + blk.parts],
-                          src=it.full.ap(blk.patterns["i"] + [[int(it.view.strides[d]), ni]],
-                                         offset=blk.offsets["i"]))
+            nisa.dma_copy(
+                dst=idx[blk.p0 : blk.p0 + blk.parts],
+                src=it.full.ap(
+                    blk.patterns["i"] + [[int(it.view.strides[d]), ni]], offset=blk.offsets["i"]
+                ),
+            )
         res = ro.sbuf((p, ni, w), xf.dtype, "gathered")
         off = ro.sbuf((p, 1), nl.int32, "offset")
         probe = ro.sbuf((p, 1), xf.dtype, "probe")
         for j in range(ni):
             with bounds(what, d, xt.shape[d]):
                 nisa.dma_copy(dst=probe, src=probe_src.vector_select(0, idx[:, j : j + 1]))
-            nisa.tensor_tensor(dst=off, data1=idx[:, j : j + 1], data2=stride[:p], op=nl.multiply,
-                               engine=GPSIMD)
+            nisa.tensor_tensor(
+                dst=off, data1=idx[:, j : j + 1], data2=stride[:p], op=nl.multiply, engine=GPSIMD
+            )
             nisa.tensor_tensor(dst=off, data1=off, data2=base, op=nl.add, engine=GPSIMD)
             nisa.dma_copy(dst=res[:, j, :], src=flat.vector_select(0, off))
         for blk in tile.blocks:
-            nisa.dma_copy(dst=ot.full.ap(blk.patterns["o"] + _cols(ot, d, ni),
-                                         offset=blk.offsets["o"]),
-                          src=res[blk.p0 : blk.p0 + blk.parts])
+            nisa.dma_copy(
+                dst=ot.full.ap(blk.patterns["o"] + _cols(ot, d, ni), offset=blk.offsets["o"]),
+                src=res[blk.p0 : blk.p0 + blk.parts],
+            )
 
 
 def _flat(t: Tensor):
     """t's storage as rows of one element (two words for int64) from element 0, up to its
     last element: the base of a gather/scatter by element offset (offset = row number)."""
     v = t.view
-    last = int(v.offset) + sum((int(n) - 1) * abs(int(s)) for n, s in zip(v.shape, v.strides,
-                                                                          strict=True))
+    last = int(v.offset) + sum(
+        (int(n) - 1) * abs(int(s)) for n, s in zip(v.shape, v.strides, strict=True)
+    )
     return t.full.ap([[1, last + 1]] + ([[1, 2]] if t.pair else []), offset=0)
 
 
@@ -199,8 +227,9 @@ def scatter(out, index, src, *, dim: int, reduce: str | None = None, int64=()) -
     _scatter(what, ot, index, st, None, dim, reduce, int64)
 
 
-def scatter_value(out, index, *, value: float, dim: int, reduce: str | None = None,
-                  int64=()) -> None:
+def scatter_value(
+    out, index, *, value: float, dim: int, reduce: str | None = None, int64=()
+) -> None:
     """out.scatter_(dim, index, value[, reduce]): every addressed element set to `value` (or
     value added / multiplied in)."""
     what = "scatter_value" if reduce is None else f"scatter_value(reduce={reduce!r})"
@@ -220,13 +249,17 @@ def _scatter(what, ot: Tensor, index, st: Tensor | None, value, dim, reduce, int
     kept = [k for k in range(len(it.shape)) if k != d]
     n_pos = int(np.prod([it.shape[k] for k in kept], dtype=np.int64))
     n, nout = it.shape[d], ot.shape[d]
-    if (reduce != "multiply" and nout <= CHECK_ELEMS
-            and -(-n_pos // P_MAX) * n < n_pos * -(-n // P_MAX)):
+    if (
+        reduce != "multiply"
+        and nout <= CHECK_ELEMS
+        and -(-n_pos // P_MAX) * n < n_pos * -(-n // P_MAX)
+    ):
         _scatter_rows(what, ot, it, st, value, d, kept, reduce)
         return
     views = [it.view, ot.view] + ([st.view] if st is not None else [])
-    positions = Group(tuple(it.shape[k] for k in kept),
-                      [tuple(int(v.strides[k]) for k in kept) for v in views]).boxes(1)
+    positions = Group(
+        tuple(it.shape[k] for k in kept), [tuple(int(v.strides[k]) for k in kept) for v in views]
+    ).boxes(1)
     const = None
     if st is None:
         const = _constant(value, ot)
@@ -234,12 +267,19 @@ def _scatter(what, ot: Tensor, index, st: Tensor | None, value, dim, reduce, int
         nj = min(P_MAX, n - j0)
         for pos in positions:
             idx = ro.sbuf((nj, 1), nl.int32, "index")
-            nisa.dma_copy(dst=idx, src=it.view.ap([[int(it.view.strides[d]), nj]],
-                                                 offset=it.view.offset + pos.offsets[0] +
-                                                 j0 * int(it.view.strides[d])))
+            nisa.dma_copy(
+                dst=idx,
+                src=it.view.ap(
+                    [[int(it.view.strides[d]), nj]],
+                    offset=it.view.offset + pos.offsets[0] + j0 * int(it.view.strides[d]),
+                ),
+            )
             line = _line(ot, d, nout, pos.offsets[1])
-            vals = None if st is None else _line(st, d, nj, pos.offsets[2] + j0 *
-                                                  int(st.view.strides[d]))
+            vals = (
+                None
+                if st is None
+                else _line(st, d, nj, pos.offsets[2] + j0 * int(st.view.strides[d]))
+            )
             dst = line.vector_select(0, idx)
             if reduce == "multiply":
                 _multiply(what, ot, d, nout, pos.offsets[1], idx, vals, const, nj)
@@ -261,8 +301,10 @@ def _scatter_rows(what, ot, it, st, value, d, kept, reduce) -> None:
     stride, exact int32 on GpSimd). nc_n_gather against a row of out's length checks the
     indices first (the DMA's own bound is the whole tensor)."""
     n, nout = it.shape[d], ot.shape[d]
-    ops = {"i": Operand(it.view, tuple(it.view.strides[k] for k in kept), None),
-           "o": Operand(ot.view, tuple(ot.view.strides[k] for k in kept), None)}
+    ops = {
+        "i": Operand(it.view, tuple(it.view.strides[k] for k in kept), None),
+        "o": Operand(ot.view, tuple(ot.view.strides[k] for k in kept), None),
+    }
     if st is not None:
         ops["s"] = Operand(st.view, tuple(st.view.strides[k] for k in kept), None)
     space = RowSpace(tuple(it.shape[k] for k in kept), n, ops)
@@ -281,39 +323,47 @@ def _scatter_rows(what, ot, it, st, value, d, kept, reduce) -> None:
             vals = ro.sbuf((p, n, w), nl.float32 if reduce else st.full.dtype, "src")
         for blk in tile.blocks:
             sl = slice(blk.p0, blk.p0 + blk.parts)
-            nisa.dma_copy(dst=idx[sl], src=it.full.ap(
-                blk.patterns["i"] + [[int(it.view.strides[d]), n]], offset=blk.offsets["i"]))
+            nisa.dma_copy(
+                dst=idx[sl],
+                src=it.full.ap(
+                    blk.patterns["i"] + [[int(it.view.strides[d]), n]], offset=blk.offsets["i"]
+                ),
+            )
             if vals is not None:
-                nisa.dma_copy(dst=vals[sl], src=st.full.ap(
-                    blk.patterns["s"] + _cols(st, d, n), offset=blk.offsets["s"]))
+                nisa.dma_copy(
+                    dst=vals[sl],
+                    src=st.full.ap(blk.patterns["s"] + _cols(st, d, n), offset=blk.offsets["s"]),
+                )
         junk = ro.sbuf((p, n), nl.uint8, "checked")
         with bounds(what, d, nout):
             nisa.nc_n_gather(dst=junk, data=check[:p], indices=idx.view(nl.uint32))
         base = _row_bases(tile, "o", p)
         off = ro.sbuf((p, 1), nl.int32, "offset")
         for j in range(n):
-            nisa.tensor_tensor(dst=off, data1=idx[:, j : j + 1], data2=stride[:p],
-                               op=nl.multiply, engine=GPSIMD)
+            nisa.tensor_tensor(
+                dst=off, data1=idx[:, j : j + 1], data2=stride[:p], op=nl.multiply, engine=GPSIMD
+            )
             nisa.tensor_tensor(dst=off, data1=off, data2=base, op=nl.add, engine=GPSIMD)
             dst = flat.vector_select(0, off)
             src = vals[:, j, :] if vals is not None else const[:p]
             if reduce is None:
                 nisa.dma_copy(dst=dst, src=src)
             else:
-                nisa.dma_compute(dst=dst, srcs=[dst, src], reduce_op=nl.add,
-                                 unique_indices=False)
+                nisa.dma_compute(dst=dst, srcs=[dst, src], reduce_op=nl.add, unique_indices=False)
 
 
 def _line(t: Tensor, d: int, n: int, offset: int):
     """Axis d of t from element offset `offset`: [n] (or [n, 2] words of an int64 tensor)."""
     f = t.full
-    return f.ap([[int(t.view.strides[d]), n]] + ([[1, 2]] if t.pair else []),
-                offset=f.offset + offset)
+    return f.ap(
+        [[int(t.view.strides[d]), n]] + ([[1, 2]] if t.pair else []), offset=f.offset + offset
+    )
 
 
 def _constant(value, ot: Tensor):
-    c = ro.sbuf((P_MAX, 2) if ot.pair else (P_MAX, 1), nl.float32 if not ot.pair else nl.int32,
-                "value")
+    c = ro.sbuf(
+        (P_MAX, 2) if ot.pair else (P_MAX, 1), nl.float32 if not ot.pair else nl.int32, "value"
+    )
     if ot.pair:
         lo, hi = split_int64(value, "scatter_value: value")
         nisa.memset(dst=c[:, 0:1], value=lo)
@@ -347,8 +397,9 @@ def _multiply(what, ot, d, nout, offset, idx, vals, const, nj) -> None:
         one = ro.sbuf((1, nj * nc), nl.float32, "one_partition")
         nisa.dma_copy(dst=one, src=fac)
         prod = ro.sbuf((1, nc), nl.float32, "product")
-        nisa.tensor_reduce(dst=prod, op=nl.multiply,
-                           data=one.reshape((1, nj, nc)).permute((0, 2, 1)), axis=2)
+        nisa.tensor_reduce(
+            dst=prod, op=nl.multiply, data=one.reshape((1, nj, nc)).permute((0, 2, 1)), axis=2
+        )
         cur = ro.sbuf((1, nc), ot.view.dtype, "current")
         seg = _line(ot, d, nc, offset + c0 * int(ot.view.strides[d]))
         nisa.dma_copy(dst=cur, src=seg)
@@ -358,8 +409,7 @@ def _multiply(what, ot, d, nout, offset, idx, vals, const, nj) -> None:
 
 # ---------------------------------------------------------------- references
 def gather_ref(x: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
-    sl = tuple(slice(0, n) if k != dim % x.ndim else slice(None)
-               for k, n in enumerate(index.shape))
+    sl = tuple(slice(0, n) if k != dim % x.ndim else slice(None) for k, n in enumerate(index.shape))
     return np.take_along_axis(np.asarray(x)[sl], np.asarray(index, dtype=np.int64), axis=dim)
 
 

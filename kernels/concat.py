@@ -55,8 +55,10 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
         if len(t.shape) != len(ot.shape) or any(
             a != b for j, (a, b) in enumerate(zip(t.shape, ot.shape, strict=True)) if j != d
         ):
-            fail(f"{what}: input {k} has shape {list(t.shape)}; out {list(ot.shape)} needs the "
-                 f"same sizes except along dim {d}")
+            fail(
+                f"{what}: input {k} has shape {list(t.shape)}; out {list(ot.shape)} needs the "
+                f"same sizes except along dim {d}"
+            )
         total += t.shape[d]
     if total != ot.shape[d]:
         fail(f"{what}: the inputs' sizes along dim {d} sum to {total}, out has {ot.shape[d]}")
@@ -65,18 +67,20 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
     for t in ins:
         if t.dtype != ot.dtype:  # a conversion: the pointwise copy's (PyTorch's casts)
             part = ot.full.slice(d, start, start + t.shape[d])
-            pointwise(part, t.full, op="copy",
-                      int64=[i for i, x in ((0, ot), (1, t)) if x.pair])
+            pointwise(part, t.full, op="copy", int64=[i for i, x in ((0, ot), (1, t)) if x.pair])
             start += t.shape[d]
             continue
         src, dst = t.full, ot.full
-        group = Group(tuple(int(s) for s in src.shape),
-                      [tuple(int(s) for s in src.strides), tuple(int(s) for s in dst.strides)])
+        group = Group(
+            tuple(int(s) for s in src.shape),
+            [tuple(int(s) for s in src.strides), tuple(int(s) for s in dst.strides)],
+        )
         base = dst.offset + start * step
         for box in group.boxes(DMA_ELEMS):
-            nisa.dma_copy(dst=dst.ap(box.pattern(1) or [[1, 1]], offset=base + box.offsets[1]),
-                          src=src.ap(box.pattern(0) or [[1, 1]],
-                                     offset=src.offset + box.offsets[0]))
+            nisa.dma_copy(
+                dst=dst.ap(box.pattern(1) or [[1, 1]], offset=base + box.offsets[1]),
+                src=src.ap(box.pattern(0) or [[1, 1]], offset=src.offset + box.offsets[0]),
+            )
         start += t.shape[d]
 
 

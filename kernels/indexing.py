@@ -27,8 +27,16 @@ from ._scatter_gather import gather, gather_ref, scatter, scatter_ref, scatter_v
 COUNT_CHUNK = 4096  # indices compared per instruction when counting token frequencies
 
 __all__ = [
-    "embedding_backward", "gather", "gather_ref", "index", "index_add", "index_put",
-    "index_select", "scatter", "scatter_ref", "scatter_value",
+    "embedding_backward",
+    "gather",
+    "gather_ref",
+    "index",
+    "index_add",
+    "index_put",
+    "index_select",
+    "scatter",
+    "scatter_ref",
+    "scatter_value",
 ]
 
 
@@ -91,8 +99,7 @@ def index(out, x, indices, *, int64=()) -> None:
     """
     what = "index"
     xt, ot = Tensor(what, "x", x, int64), Tensor(what, "out", out, int64)
-    IndexedRows(what, xt, _index_list(what, indices, len(xt.shape), int64), ot,
-                wrap=True).gather()
+    IndexedRows(what, xt, _index_list(what, indices, len(xt.shape), int64), ot, wrap=True).gather()
 
 
 def index_put(out, indices, values, *, accumulate: bool = False, int64=()) -> None:
@@ -114,8 +121,10 @@ def index_put(out, indices, values, *, accumulate: bool = False, int64=()) -> No
         rows.put()
         return
     if ot.pair:
-        fail(f"{what}: accumulate=True into an int64 tensor; the DMA accumulates in fp32 "
-             "(int32 and float outputs only)")
+        fail(
+            f"{what}: accumulate=True into an int64 tensor; the DMA accumulates in fp32 "
+            "(int32 and float outputs only)"
+        )
     rows.accumulate()
 
 
@@ -140,8 +149,15 @@ def index_add(out, index, src, *, dim: int, alpha: float = 1, int64=()) -> None:
     IndexedRows(what, ot, [None] * d + [it], st, wrap=False).accumulate(alpha)
 
 
-def embedding_backward(grad_weight, grad_out, indices, *, padding_idx: int = -1,
-                       scale_grad_by_freq: bool = False, int64=()) -> None:
+def embedding_backward(
+    grad_weight,
+    grad_out,
+    indices,
+    *,
+    padding_idx: int = -1,
+    scale_grad_by_freq: bool = False,
+    int64=(),
+) -> None:
     """grad_weight = the dense gradient of embedding(indices, weight): zeros, then
     grad_weight[indices[b]] += grad_out[b] for every b (duplicates accumulate), each row
     scaled by 1 / count(indices[b]) with scale_grad_by_freq; row padding_idx stays zero.
@@ -155,11 +171,15 @@ def embedding_backward(grad_weight, grad_out, indices, *, padding_idx: int = -1,
         with all indices (VectorE, fp32: indices below 2^24).
     """
     what = "embedding_backward"
-    gw, go = Tensor(what, "grad_weight", grad_weight, int64), Tensor(what, "grad_out",
-                                                                    grad_out, int64)
+    gw, go = (
+        Tensor(what, "grad_weight", grad_weight, int64),
+        Tensor(what, "grad_out", grad_out, int64),
+    )
     if len(gw.shape) != 2 or not gw.is_float:
-        fail(f"{what}: grad_weight must be a 2-d float tensor [V, D], got {list(gw.shape)} "
-             f"{gw.dtype}")
+        fail(
+            f"{what}: grad_weight must be a 2-d float tensor [V, D], got {list(gw.shape)} "
+            f"{gw.dtype}"
+        )
     it = index_tensor(what, "indices", indices, int64)
     _zero_rows(gw.view)
     rows = IndexedRows(what, gw, [it], go, wrap=False)
@@ -190,15 +210,19 @@ def _inverse_counts(it: Tensor):
 
     def load_all(box, parts):  # a chunk of all indices on every partition (stride-0 read)
         t = ro.sbuf((parts, box.size), nl.float32, "all_indices")
-        nisa.dma_copy(dst=t, src=it.view.ap([[0, parts], *box.pattern(0)],
-                                             offset=it.view.offset + box.offsets[0]))
+        nisa.dma_copy(
+            dst=t,
+            src=it.view.ap([[0, parts], *box.pattern(0)], offset=it.view.offset + box.offsets[0]),
+        )
         return t
 
     def scale(tile):
         mine = ro.sbuf((tile.parts, 1), nl.float32, "my_index")
         for blk in tile.blocks:
-            nisa.dma_copy(dst=mine[blk.p0 : blk.p0 + blk.parts],
-                          src=hbm(it.view, blk.patterns["i0"], blk.offsets["i0"]))
+            nisa.dma_copy(
+                dst=mine[blk.p0 : blk.p0 + blk.parts],
+                src=hbm(it.view, blk.patterns["i0"], blk.offsets["i0"]),
+            )
         count = ro.sbuf((tile.parts, 1), nl.float32, "count")
         part = ro.sbuf((tile.parts, 1), nl.float32, "count_part")
         fetch = Prefetch(boxes, lambda box: load_all(box, tile.parts))

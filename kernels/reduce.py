@@ -31,16 +31,26 @@ from ._reduce_layout import Reducer, run
 def _check_out(what: str, name: str, out: Tensor, x: Tensor, dims: tuple[int, ...]) -> None:
     want = tuple(1 if a in dims else n for a, n in enumerate(x.shape))
     if out.shape != want:
-        fail(f"{what}: {name} has shape {list(out.shape)}; reducing axes {list(dims)} of x "
-             f"{list(x.shape)} needs {list(want)} (reduced axes kept with size 1)")
+        fail(
+            f"{what}: {name} has shape {list(out.shape)}; reducing axes {list(dims)} of x "
+            f"{list(x.shape)} needs {list(want)} (reduced axes kept with size 1)"
+        )
 
 
 # ---------------------------------------------------------------- reducers
 class _States(Reducer):
     """sum/mean/.../var through _reduce_ops; `posts` finish each output (var_mean's mean)."""
 
-    def __init__(self, op: rops.Op, outs: list[Tensor], exact: bool, count: int,
-                 correction: float = 0.0, std: bool = False, posts=None):
+    def __init__(
+        self,
+        op: rops.Op,
+        outs: list[Tensor],
+        exact: bool,
+        count: int,
+        correction: float = 0.0,
+        std: bool = False,
+        posts=None,
+    ):
         self.op, self.outs, self.exact, self.count = op, outs, exact, count
         self.correction, self.std = correction, std
         self.posts = posts or [op] * len(outs)
@@ -82,11 +92,21 @@ def _words(r):
     return w
 
 
-def _run(what: str, op: rops.Op, outs: list[Tensor], x: Tensor, dims: tuple[int, ...],
-         correction: float = 0.0, std: bool = False, posts=None) -> None:
+def _run(
+    what: str,
+    op: rops.Op,
+    outs: list[Tensor],
+    x: Tensor,
+    dims: tuple[int, ...],
+    correction: float = 0.0,
+    std: bool = False,
+    posts=None,
+) -> None:
     if op.float_only and not x.is_float:
-        fail(f"{what}: x dtype {x.dtype} is not a floating-point dtype; torch computes "
-             f"{op.name} only for floating-point tensors")
+        fail(
+            f"{what}: x dtype {x.dtype} is not a floating-point dtype; torch computes "
+            f"{op.name} only for floating-point tensors"
+        )
     for o in outs:
         _check_out(what, "out", o, x, dims)
     count = math.prod(x.shape[a] for a in dims)
@@ -129,8 +149,9 @@ def reduce(out, x, *, dims=None, op: str, p: float = 2, int64=()) -> None:
     else:
         spec = rops.OPS.get(op)
         if spec is None:
-            fail(f"{what}: op {op!r} is not supported (supported: "
-                 f"{', '.join([*rops.OPS, 'norm'])})")
+            fail(
+                f"{what}: op {op!r} is not supported (supported: {', '.join([*rops.OPS, 'norm'])})"
+            )
     xt, ot = Tensor(what, "x", x, int64), Tensor(what, "out", out, int64)
     if op == "sum" and not xt.is_float and ot.pair:
         spec = rops.SUM64
@@ -151,15 +172,25 @@ def std(out, x, *, dims=None, correction: float = 1, int64=()) -> None:
     _run("std", rops.VAR, [ot], xt, axes("std", dims, len(xt.shape)), correction, std=True)
 
 
-def var_mean(var_out, mean_out, x, *, dims=None, correction: float = 1, std: bool = False,
-             int64=()) -> None:
+def var_mean(
+    var_out, mean_out, x, *, dims=None, correction: float = 1, std: bool = False, int64=()
+) -> None:
     """var_out = var(x) (std with std=True) and mean_out = mean(x) over `dims` from one pass
     (torch.var_mean / std_mean). Shapes as `reduce`."""
     what = "std_mean" if std else "var_mean"
     xt = Tensor(what, "x", x, int64)
     vt, mt = Tensor(what, "var_out", var_out, int64), Tensor(what, "mean_out", mean_out, int64)
-    _run(what, rops.VAR, [vt, mt], xt, axes(what, dims, len(xt.shape)), correction, std=std,
-         posts=[rops.VAR, rops.VAR_MEAN])
+    _run(
+        what,
+        rops.VAR,
+        [vt, mt],
+        xt,
+        axes(what, dims, len(xt.shape)),
+        correction,
+        std=std,
+        posts=[rops.VAR, rops.VAR_MEAN],
+    )
+
 
 class _Arg(Reducer):
     """argmax / argmin through _arg_ops."""
@@ -170,8 +201,10 @@ class _Arg(Reducer):
         self.alu, self.values, self.indices, self.exact = alu, values, indices, exact
 
     def state(self, p, a, slots, fill):
-        st = {"v": ro.sbuf((p, a, slots), nl.int32 if self.exact else nl.float32, "arg_v"),
-              "i": ro.sbuf((p, a, slots), nl.float32, "arg_i")}
+        st = {
+            "v": ro.sbuf((p, a, slots), nl.int32 if self.exact else nl.float32, "arg_v"),
+            "i": ro.sbuf((p, a, slots), nl.float32, "arg_i"),
+        }
         if fill:
             self._fill(st["v"], st["i"])
         return st
@@ -244,10 +277,12 @@ def arg_reduce(values, indices, x, *, dim=None, op: str, int64=()) -> None:
         fail(f"{what}: dim must be one axis or None, got {dim!r}")
     count = math.prod(xt.shape[a] for a in dims)
     if count > aops.MAX_POSITIONS:
-        fail(f"{what}: {count} elements along the reduction; positions are exact in fp32 "
-             f"only up to 2^24 ({aops.MAX_POSITIONS})")
+        fail(
+            f"{what}: {count} elements along the reduction; positions are exact in fp32 "
+            f"only up to 2^24 ({aops.MAX_POSITIONS})"
+        )
     outs = [t for t in (vt, it) if t is not None]
-    for name, o in zip(("values", "indices")[2 - len(outs):], outs, strict=True):
+    for name, o in zip(("values", "indices")[2 - len(outs) :], outs, strict=True):
         if dim is None:
             if math.prod(o.shape) != 1:
                 fail(f"{what}: {name} has shape {list(o.shape)}; dim=None needs one element")
@@ -277,8 +312,13 @@ def reduce_ref(x: np.ndarray, dims=None, op: str = "sum", p: float = 2) -> np.nd
                 return f(np.abs(v), axis=ax, keepdims=True)
             return (np.abs(v) ** p).sum(axis=ax, keepdims=True) ** (1.0 / p)
         table = {
-            "sum": np.sum, "mean": np.mean, "prod": np.prod, "amax": np.max, "amin": np.min,
-            "all": lambda t, **k: np.all(t != 0, **k), "any": lambda t, **k: np.any(t != 0, **k),
+            "sum": np.sum,
+            "mean": np.mean,
+            "prod": np.prod,
+            "amax": np.max,
+            "amin": np.min,
+            "all": lambda t, **k: np.all(t != 0, **k),
+            "any": lambda t, **k: np.any(t != 0, **k),
             "count_nonzero": lambda t, **k: np.sum(t != 0, **k),
         }
         return np.asarray(table[op](v, axis=ax, keepdims=True), dtype=np.float64)

@@ -85,9 +85,14 @@ def _scan(what: str, out, x, dim, int64, op) -> None:
             continue
         step = int(ot.view.strides[d])
         for blk in tile.blocks:  # an int64 result: both words of each element
-            nisa.dma_copy(dst=hbm(ot.full, blk.patterns["out"] + [[step, c1 - c0], [1, 2]],
-                                  blk.offsets["out"] + c0 * step),
-                          src=res[blk.p0 : blk.p0 + blk.parts])
+            nisa.dma_copy(
+                dst=hbm(
+                    ot.full,
+                    blk.patterns["out"] + [[step, c1 - c0], [1, 2]],
+                    blk.offsets["out"] + c0 * step,
+                ),
+                src=res[blk.p0 : blk.p0 + blk.parts],
+            )
 
 
 def _chunk(xs, op, exact: bool, g: int, carry):
@@ -136,12 +141,14 @@ def _native(acc, xs, op, carry) -> None:
     other = ro.sbuf(flat.shape, F32, "scan_other")
     if op is nl.add:  # r = (1 * r) + x
         nisa.memset(dst=other, value=1.0)
-        nisa.tensor_tensor_scan(dst=flat, data0=other, data1=data, initial=init,
-                                op0=nl.multiply, op1=nl.add)
+        nisa.tensor_tensor_scan(
+            dst=flat, data0=other, data1=data, initial=init, op0=nl.multiply, op1=nl.add
+        )
     else:  # r = (x * r) + 0
         nisa.memset(dst=other, value=0.0)
-        nisa.tensor_tensor_scan(dst=flat, data0=data, data1=other, initial=init,
-                                op0=nl.multiply, op1=nl.add)
+        nisa.tensor_tensor_scan(
+            dst=flat, data0=data, data1=other, initial=init, op0=nl.multiply, op1=nl.add
+        )
 
 
 def _doubling(acc, xs, op, exact: bool) -> None:
@@ -155,8 +162,9 @@ def _doubling(acc, xs, op, exact: bool) -> None:
     while s < n:
         nxt = ro.sbuf((p, g, n), acc.dtype, "scan_step")
         (io.copy if exact else nisa.tensor_copy)(dst=nxt[:, :, :s], src=cur[:, :, :s])
-        nisa.tensor_tensor(dst=nxt[:, :, s:], data1=cur[:, :, s:], data2=cur[:, :, : n - s],
-                           op=op, **eng)
+        nisa.tensor_tensor(
+            dst=nxt[:, :, s:], data1=cur[:, :, s:], data2=cur[:, :, : n - s], op=op, **eng
+        )
         cur = nxt
         s *= 2
     if cur is not acc:

@@ -13,8 +13,9 @@ from trnsim.errors import ConstraintError
 
 
 def pairs(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(a).astype(np.int64)).view(np.int32).reshape(
-        *np.shape(a), 2)
+    return (
+        np.ascontiguousarray(np.asarray(a).astype(np.int64)).view(np.int32).reshape(*np.shape(a), 2)
+    )
 
 
 def from_pairs(p: np.ndarray) -> np.ndarray:
@@ -47,13 +48,14 @@ def test_cat_every_axis_of_mixed_layouts(rng, dim):
 def test_cat_broadcast_int64_and_float_conversion(rng):
     row = Strided(np.arange(4, dtype=np.float32), (3, 4), (0, 1))  # expand(3, 4)
     b = rng.standard_normal((2, 4)).astype(BF16)
-    c = (rng.random((1, 4)) < 0.5)
+    c = rng.random((1, 4)) < 0.5
     want = np.concatenate([row.expected(), b.astype(np.float32), c.astype(np.float32)])
     got = launch(cat_of, np.zeros((6, 4), np.float32), row, b, c, dim=0)[0]
     np.testing.assert_array_equal(got, want)
     x, y = rng.integers(-(2**40), 2**40, (2, 3)), rng.integers(-5, 5, (2, 1))
-    got = launch(cat_of, pairs(np.zeros((2, 4))), pairs(x), pairs(y), dim=1,
-                 int64=("out", "inputs"))[0]
+    got = launch(
+        cat_of, pairs(np.zeros((2, 4))), pairs(x), pairs(y), dim=1, int64=("out", "inputs")
+    )[0]
     np.testing.assert_array_equal(from_pairs(got), np.concatenate([x, y], axis=1))
     z = rng.integers(-(2**31), 2**31 - 1, (2, 2)).astype(np.int32)  # int32 into int64 out
     got = launch(cat_of, pairs(np.zeros((2, 5))), pairs(x), z, dim=1, int64=("out", "inputs.0"))[0]
@@ -63,12 +65,26 @@ def test_cat_broadcast_int64_and_float_conversion(rng):
 @pytest.mark.parametrize(
     ("args", "kwargs", "match"),
     [
-        pytest.param((np.zeros((4, 3), np.float32), np.zeros((2, 3), np.float32),
-                      np.zeros((1, 3), np.float32)), {"dim": 0}, "sum to 3, out has 4",
-                     id="total"),
-        pytest.param((np.zeros((3, 3), np.float32), np.zeros((2, 3), np.float32),
-                      np.zeros((1, 2), np.float32)), {"dim": 0}, "same sizes except",
-                     id="shape"),
+        pytest.param(
+            (
+                np.zeros((4, 3), np.float32),
+                np.zeros((2, 3), np.float32),
+                np.zeros((1, 3), np.float32),
+            ),
+            {"dim": 0},
+            "sum to 3, out has 4",
+            id="total",
+        ),
+        pytest.param(
+            (
+                np.zeros((3, 3), np.float32),
+                np.zeros((2, 3), np.float32),
+                np.zeros((1, 2), np.float32),
+            ),
+            {"dim": 0},
+            "same sizes except",
+            id="shape",
+        ),
     ],
 )
 def test_rejections(args, kwargs, match):

@@ -15,8 +15,9 @@ from trnsim.errors import OutOfBoundsError
 
 
 def pairs(a: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(a).astype(np.int64)).view(np.int32).reshape(
-        *np.shape(a), 2)
+    return (
+        np.ascontiguousarray(np.asarray(a).astype(np.int64)).view(np.int32).reshape(*np.shape(a), 2)
+    )
 
 
 def from_pairs(p: np.ndarray) -> np.ndarray:
@@ -38,8 +39,9 @@ def test_index_select_every_dim_of_a_permuted_view(rng, dim):
     xv, xs = transposed(rng, (7, 5, 130), np.float32, (2, 0, 1))
     n = xv.shape[dim]
     idx = np.concatenate([rng.integers(0, n, 129), [n - 1, 0, 0]]).astype(np.int32)
-    out = np.zeros(tuple(len(idx) if k == dim % 3 else s for k, s in enumerate(xv.shape)),
-                   np.float32)
+    out = np.zeros(
+        tuple(len(idx) if k == dim % 3 else s for k, s in enumerate(xv.shape)), np.float32
+    )
     got = launch(I.index_select, out, xs, idx, dim=dim)[0]
     np.testing.assert_array_equal(got, np.take(xv, idx, axis=dim))
 
@@ -47,22 +49,35 @@ def test_index_select_every_dim_of_a_permuted_view(rng, dim):
 def test_index_select_int64_index_and_int64_data(rng):
     data = rng.integers(-(2**40), 2**40, size=(9, 4))
     idx = np.array([8, 0, 8, 3])
-    got = launch(I.index_select, pairs(np.zeros((4, 4))), pairs(data), pairs(idx), dim=0,
-                 int64=("x", "out", "index"))[0]
+    got = launch(
+        I.index_select,
+        pairs(np.zeros((4, 4))),
+        pairs(data),
+        pairs(idx),
+        dim=0,
+        int64=("x", "out", "index"),
+    )[0]
     np.testing.assert_array_equal(from_pairs(got), data[idx])
     x = rng.standard_normal((3, 6)).astype(BF16)
-    got = launch(I.index_select, np.zeros((3, 2), BF16), x, pairs(np.array([5, 1])), dim=1,
-                 int64=("index",))[0]
+    got = launch(
+        I.index_select, np.zeros((3, 2), BF16), x, pairs(np.array([5, 1])), dim=1, int64=("index",)
+    )[0]
     np.testing.assert_array_equal(got, x[:, [5, 1]])
 
 
-@pytest.mark.parametrize(("bad", "text"), [(7, "index 7 is out of bounds"),
-                                          (-1, "index -1 is out of bounds")])
+@pytest.mark.parametrize(
+    ("bad", "text"), [(7, "index 7 is out of bounds"), (-1, "index -1 is out of bounds")]
+)
 def test_index_select_out_of_range(bad, text):
     x = np.zeros((7, 3), np.float32)
-    assert_out_of_bounds(f"index_select: {text} for dimension 0 with size 7",
-                         I.index_select, np.zeros((2, 3), np.float32), x,
-                         np.array([1, bad], np.int32), dim=0)
+    assert_out_of_bounds(
+        f"index_select: {text} for dimension 0 with size 7",
+        I.index_select,
+        np.zeros((2, 3), np.float32),
+        x,
+        np.array([1, bad], np.int32),
+        dim=0,
+    )
 
 
 def _index_of(*spec):
@@ -90,24 +105,37 @@ def test_index_advanced_forms(rng):
     j1 = i1.expected()
     got = launch(_index_of("t", "t"), np.zeros((2, 3, 4), np.float32), x, i0, i1)[0]
     np.testing.assert_array_equal(got, x[i0, j1])
-    got = launch(_index_of(None, "t", "t"), np.zeros((6, 2, 3), np.float32), x, i0 % 5,
-                 j1 % 4)[0]
+    got = launch(_index_of(None, "t", "t"), np.zeros((6, 2, 3), np.float32), x, i0 % 5, j1 % 4)[0]
     np.testing.assert_array_equal(got, x[:, i0 % 5, j1 % 4])
     got = launch(_index_of("t", None, "t"), np.zeros((2, 3, 5), np.float32), x, i0, j1 % 4)[0]
     np.testing.assert_array_equal(got, x[i0, :, j1 % 4])
-    got = launch(_index_of("t"), np.zeros((3, 5, 4), np.float32), x,
-                 pairs(np.array([-6, 0, 5])), int64=("indices",))[0]
+    got = launch(
+        _index_of("t"),
+        np.zeros((3, 5, 4), np.float32),
+        x,
+        pairs(np.array([-6, 0, 5])),
+        int64=("indices",),
+    )[0]
     np.testing.assert_array_equal(got, x[[-6, 0, 5]])
 
 
 def test_index_out_of_range_names_the_axis():
     x = np.zeros((6, 5), np.float32)
-    assert_out_of_bounds("index: index 5 is out of bounds for dimension 1 with size 5",
-                         _index_of("t", "t"), np.zeros((2,), np.float32), x,
-                         np.array([0, 1], np.int32), np.array([2, 5], np.int32))
-    assert_out_of_bounds("index: index -7 is out of bounds for dimension 0 with size 6",
-                         _index_of("t"), np.zeros((1, 5), np.float32), x,
-                         np.array([-7], np.int32))
+    assert_out_of_bounds(
+        "index: index 5 is out of bounds for dimension 1 with size 5",
+        _index_of("t", "t"),
+        np.zeros((2,), np.float32),
+        x,
+        np.array([0, 1], np.int32),
+        np.array([2, 5], np.int32),
+    )
+    assert_out_of_bounds(
+        "index: index -7 is out of bounds for dimension 0 with size 6",
+        _index_of("t"),
+        np.zeros((1, 5), np.float32),
+        x,
+        np.array([-7], np.int32),
+    )
 
 
 def test_index_put_and_accumulate_with_duplicates(rng):
@@ -126,8 +154,14 @@ def test_index_put_and_accumulate_with_duplicates(rng):
     # two index tensors, a broadcast (stride-0) value
     o2 = np.zeros((4, 5), np.float32)
     r, c = np.array([0, 3, 3], np.int32), np.array([4, 0, 0], np.int32)
-    got = launch(_index_put_of(2), o2.copy(), Strided(np.array([2.5], np.float32), (3,), (0,)),
-                 r, c, accumulate=True)[0]
+    got = launch(
+        _index_put_of(2),
+        o2.copy(),
+        Strided(np.array([2.5], np.float32), (3,), (0,)),
+        r,
+        c,
+        accumulate=True,
+    )[0]
     want = o2.copy()
     np.add.at(want, (r, c), 2.5)
     np.testing.assert_array_equal(got, want)
@@ -151,21 +185,32 @@ def test_embedding_backward(rng):
     ind = rng.integers(0, v, size=(3, 50)).astype(np.int32)
     ind[0, :5] = 4  # a frequent token and padding
     g = rng.standard_normal((3, 50, d)).astype(np.float32)
-    got = launch(I.embedding_backward, np.full((v, d), np.nan, np.float32), g, ind,
-                 padding_idx=4, scale_grad_by_freq=True)[0]
+    got = launch(
+        I.embedding_backward,
+        np.full((v, d), np.nan, np.float32),
+        g,
+        ind,
+        padding_idx=4,
+        scale_grad_by_freq=True,
+    )[0]
     counts = np.bincount(ind.ravel(), minlength=v)
     want = np.zeros((v, d))
     np.add.at(want, ind.ravel(), g.reshape(-1, d) / counts[ind.ravel()][:, None])
     want[4] = 0.0
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    got = launch(I.embedding_backward, np.zeros((v, d), np.float32), g, pairs(ind),
-                 int64=("indices",))[0]
+    got = launch(
+        I.embedding_backward, np.zeros((v, d), np.float32), g, pairs(ind), int64=("indices",)
+    )[0]
     want = np.zeros((v, d))
     np.add.at(want, ind.ravel(), g.reshape(-1, d))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    assert_out_of_bounds("embedding_backward: index 11 is out of bounds for dimension 0",
-                         I.embedding_backward, np.zeros((v, d), np.float32), g[:1, :2],
-                         np.array([[3, 11]], np.int32))
+    assert_out_of_bounds(
+        "embedding_backward: index 11 is out of bounds for dimension 0",
+        I.embedding_backward,
+        np.zeros((v, d), np.float32),
+        g[:1, :2],
+        np.array([[3, 11]], np.int32),
+    )
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2])
@@ -181,13 +226,15 @@ def test_gather_every_dim(rng, dim):
 def test_gather_many_rows_int64_and_long_axis(rng):
     x = rng.standard_normal((500, 12)).astype(np.float32)  # G rows per partition
     idx = rng.integers(0, 12, (500, 3))
-    got = launch(I.gather, np.zeros((500, 3), np.float32), x, pairs(idx), dim=1,
-                 int64=("index",))[0]
+    got = launch(I.gather, np.zeros((500, 3), np.float32), x, pairs(idx), dim=1, int64=("index",))[
+        0
+    ]
     np.testing.assert_array_equal(got, I.gather_ref(x, 1, idx))
     data = rng.integers(-(2**40), 2**40, size=(130, 5))
     idx = rng.integers(0, 5, (130, 2)).astype(np.int32)
-    got = launch(I.gather, pairs(np.zeros((130, 2))), pairs(data), idx, dim=1,
-                 int64=("x", "out"))[0]
+    got = launch(I.gather, pairs(np.zeros((130, 2))), pairs(data), idx, dim=1, int64=("x", "out"))[
+        0
+    ]
     np.testing.assert_array_equal(from_pairs(got), I.gather_ref(data, 1, idx))
     base = rng.standard_normal((4, 10001)).astype(BF16)  # gathered by indirect DMA
     long = base[1:, 1:]  # a view with an offset
@@ -200,9 +247,14 @@ def test_gather_many_rows_int64_and_long_axis(rng):
 def test_gather_out_of_range(shape):
     idx = np.zeros((shape[0], 1), np.int32)
     idx[-1, 0] = -1
-    assert_out_of_bounds(f"gather: index -1 is out of bounds for dimension 1 with size "
-                         f"{shape[1]}", I.gather, np.zeros(idx.shape, np.float32),
-                         np.zeros(shape, np.float32), idx, dim=1)
+    assert_out_of_bounds(
+        f"gather: index -1 is out of bounds for dimension 1 with size {shape[1]}",
+        I.gather,
+        np.zeros(idx.shape, np.float32),
+        np.zeros(shape, np.float32),
+        idx,
+        dim=1,
+    )
 
 
 @pytest.mark.parametrize("reduce", [None, "add", "multiply"])
@@ -236,8 +288,14 @@ def test_scatter_many_positions_one_hot(rng):
     np.testing.assert_allclose(got, I.scatter_ref(out, 1, idx, src, "add"), rtol=1e-6, atol=1e-6)
     bad = labels.copy()
     bad[200, 0] = 10
-    assert_out_of_bounds("scatter_value: index 10 is out of bounds for dimension 1 with size 10",
-                         I.scatter_value, np.zeros((300, 10), np.float32), bad, value=1.0, dim=1)
+    assert_out_of_bounds(
+        "scatter_value: index 10 is out of bounds for dimension 1 with size 10",
+        I.scatter_value,
+        np.zeros((300, 10), np.float32),
+        bad,
+        value=1.0,
+        dim=1,
+    )
 
 
 def test_scatter_int64_value_and_errors():
@@ -247,34 +305,85 @@ def test_scatter_int64_value_and_errors():
     want = np.zeros((2, 4), np.int64)
     want[0, 3] = want[1, 0] = -(2**40)
     np.testing.assert_array_equal(from_pairs(got), want)
-    assert_out_of_bounds("scatter: index 4 is out of bounds for dimension 1 with size 4",
-                         I.scatter, np.zeros((2, 4), np.float32), np.array([[4]], np.int32),
-                         np.ones((1, 1), np.float32), dim=1)
-    assert_out_of_bounds("scatter_value\\(reduce='multiply'\\): index -1 is out of bounds",
-                         I.scatter_value, np.zeros((2, 4), np.float32),
-                         np.array([[-1]], np.int32), value=2.0, dim=1, reduce="multiply")
+    assert_out_of_bounds(
+        "scatter: index 4 is out of bounds for dimension 1 with size 4",
+        I.scatter,
+        np.zeros((2, 4), np.float32),
+        np.array([[4]], np.int32),
+        np.ones((1, 1), np.float32),
+        dim=1,
+    )
+    assert_out_of_bounds(
+        "scatter_value\\(reduce='multiply'\\): index -1 is out of bounds",
+        I.scatter_value,
+        np.zeros((2, 4), np.float32),
+        np.array([[-1]], np.int32),
+        value=2.0,
+        dim=1,
+        reduce="multiply",
+    )
 
 
 @pytest.mark.parametrize(
     ("kernel", "args", "kwargs", "match"),
     [
-        pytest.param(I.index_select, (np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32),
-                     np.zeros(2, np.float32)), {"dim": 0}, "index tensors are int32",
-                     id="index-dtype"),
-        pytest.param(I.index_select, (np.zeros((2, 3), np.float32), np.zeros((4, 3), BF16),
-                     np.zeros(2, np.int32)), {"dim": 0}, "dtypes must match", id="dtypes"),
-        pytest.param(I.index_select, (np.zeros((3, 3), np.float32), np.zeros((4, 3), np.float32),
-                     np.zeros(2, np.int32)), {"dim": 0}, r"gives \[2, 3\]", id="out-shape"),
-        pytest.param(I.index_select, (np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32),
-                     np.zeros(2, np.int32)), {"dim": 2}, "dim=2 is outside", id="dim"),
-        pytest.param(I.gather, (np.zeros((2, 2), np.float32), np.zeros((4, 3), np.float32),
-                     np.zeros((2, 4), np.int32)), {"dim": 0}, "exceeds x shape", id="gather-shape"),
-        pytest.param(I.scatter, (np.zeros((4, 3), np.float32), np.zeros((2, 2), np.int32),
-                     np.zeros((2, 2), np.float32)), {"dim": 0, "reduce": "max"},
-                     "reduce must be", id="scatter-reduce"),
-        pytest.param(I.index_add, (pairs(np.zeros((4, 3))), np.zeros(2, np.int32),
-                     pairs(np.zeros((2, 3)))), {"dim": 0, "int64": ("out", "src")},
-                     "int64 out", id="index-add-int64"),
+        pytest.param(
+            I.index_select,
+            (np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32), np.zeros(2, np.float32)),
+            {"dim": 0},
+            "index tensors are int32",
+            id="index-dtype",
+        ),
+        pytest.param(
+            I.index_select,
+            (np.zeros((2, 3), np.float32), np.zeros((4, 3), BF16), np.zeros(2, np.int32)),
+            {"dim": 0},
+            "dtypes must match",
+            id="dtypes",
+        ),
+        pytest.param(
+            I.index_select,
+            (np.zeros((3, 3), np.float32), np.zeros((4, 3), np.float32), np.zeros(2, np.int32)),
+            {"dim": 0},
+            r"gives \[2, 3\]",
+            id="out-shape",
+        ),
+        pytest.param(
+            I.index_select,
+            (np.zeros((2, 3), np.float32), np.zeros((4, 3), np.float32), np.zeros(2, np.int32)),
+            {"dim": 2},
+            "dim=2 is outside",
+            id="dim",
+        ),
+        pytest.param(
+            I.gather,
+            (
+                np.zeros((2, 2), np.float32),
+                np.zeros((4, 3), np.float32),
+                np.zeros((2, 4), np.int32),
+            ),
+            {"dim": 0},
+            "exceeds x shape",
+            id="gather-shape",
+        ),
+        pytest.param(
+            I.scatter,
+            (
+                np.zeros((4, 3), np.float32),
+                np.zeros((2, 2), np.int32),
+                np.zeros((2, 2), np.float32),
+            ),
+            {"dim": 0, "reduce": "max"},
+            "reduce must be",
+            id="scatter-reduce",
+        ),
+        pytest.param(
+            I.index_add,
+            (pairs(np.zeros((4, 3))), np.zeros(2, np.int32), pairs(np.zeros((2, 3)))),
+            {"dim": 0, "int64": ("out", "src")},
+            "int64 out",
+            id="index-add-int64",
+        ),
     ],
 )
 def test_rejections(kernel, args, kwargs, match):
@@ -306,5 +415,4 @@ def test_random_shapes(seed):
     sidx = gidx[tuple(slice(0, min(a, b)) for a, b in zip(gshape, shape, strict=True))]
     ssrc = rng.standard_normal(sidx.shape).astype(np.float32)
     got = launch(I.scatter, xv.copy(), sidx, ssrc, dim=dim, reduce="add")[0]
-    np.testing.assert_allclose(got, I.scatter_ref(xv, dim, sidx, ssrc, "add"), rtol=1e-5,
-                               atol=1e-5)
+    np.testing.assert_allclose(got, I.scatter_ref(xv, dim, sidx, ssrc, "add"), rtol=1e-5, atol=1e-5)

@@ -97,8 +97,9 @@ def test_leading_axis_and_slot_reuse(rng, monkeypatch, max_slots):
     got = launch(R.var, np.zeros((5, 1), np.float32), x.reshape(5, 12800), dims=1)[0]
     close(got, R.var_ref(x.reshape(5, 12800), 1, 1))
     wv, wi = R.arg_reduce_ref(x, None, "max")
-    got = launch(R.arg_reduce, np.zeros((1,), np.float32), pairs(np.zeros((1,))), x, dim=None,
-                 op="max")[:2]
+    got = launch(
+        R.arg_reduce, np.zeros((1,), np.float32), pairs(np.zeros((1,))), x, dim=None, op="max"
+    )[:2]
     np.testing.assert_array_equal(got[0], wv.reshape(1))
     np.testing.assert_array_equal(from_pairs(got[1]), wi)
 
@@ -134,8 +135,7 @@ def test_int32_sums_are_exact(rng):
     x = rng.integers(2**24, 2**24 + 1000, size=(5, 20)).astype(np.int32)
     x[:, 0] = -(2**25) + 1  # odd values beyond fp32's 24 bits
     for dims in [(1,), (0, 1)]:
-        got = launch(R.reduce, np.zeros(keep(x.shape, dims), np.int32), x, dims=dims,
-                     op="sum")[0]
+        got = launch(R.reduce, np.zeros(keep(x.shape, dims), np.int32), x, dims=dims, op="sum")[0]
         np.testing.assert_array_equal(got, x.astype(np.int64).sum(axis=dims, keepdims=True))
     big = rng.integers(-(2**30), 2**30, size=(3, 3000)).astype(np.int32)
     got = launch(R.reduce, np.zeros((1, 1), np.int32), big, dims=(0, 1), op="amax")[0]
@@ -155,13 +155,14 @@ def test_int64_sums_beyond_int32(rng, monkeypatch, max_slots):
     x[:, :2500] = np.abs(x[:, :2500]) + 2**25  # same-sign runs: sums far past int32
     for dims in [(1,), (0,), (0, 1)]:
         shape = keep(x.shape, dims)
-        got = launch(R.reduce, pairs(np.zeros(shape)), x, dims=dims, op="sum",
-                     int64=("out",))[0]
-        np.testing.assert_array_equal(from_pairs(got), x.astype(np.int64).sum(axis=dims,
-                                                                            keepdims=True))
+        got = launch(R.reduce, pairs(np.zeros(shape)), x, dims=dims, op="sum", int64=("out",))[0]
+        np.testing.assert_array_equal(
+            from_pairs(got), x.astype(np.int64).sum(axis=dims, keepdims=True)
+        )
     v = rng.integers(-(2**31), 2**31 - 1, size=(2, 3000))
-    got = launch(R.reduce, pairs(np.zeros((2, 1))), pairs(v), dims=1, op="sum",
-                 int64=("x", "out"))[0]
+    got = launch(R.reduce, pairs(np.zeros((2, 1))), pairs(v), dims=1, op="sum", int64=("x", "out"))[
+        0
+    ]
     np.testing.assert_array_equal(from_pairs(got), v.sum(axis=1, keepdims=True))
 
 
@@ -193,14 +194,17 @@ def test_int64_pair_input_and_output(rng):
     got = launch(R.reduce, pairs(np.zeros((40, 1))), xs, dims=1, op="amax", int64=("x", "out"))[0]
     np.testing.assert_array_equal(from_pairs(got), v.T.max(axis=1, keepdims=True))
     small = rng.integers(-1000, 1000, size=(6, 40))
-    got = launch(R.reduce, pairs(np.zeros((6, 1))), pairs(small), dims=1, op="sum",
-                 int64=("x", "out"))[0]
+    got = launch(
+        R.reduce, pairs(np.zeros((6, 1))), pairs(small), dims=1, op="sum", int64=("x", "out")
+    )[0]
     np.testing.assert_array_equal(from_pairs(got), small.sum(axis=1, keepdims=True))
 
 
 def test_nan_and_inf_semantics():
-    x = np.array([[1.0, np.nan, 3.0], [1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf],
-                  [np.inf, 1.0, 2.0]], np.float32)
+    x = np.array(
+        [[1.0, np.nan, 3.0], [1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, 2.0]],
+        np.float32,
+    )
     for op in ("amax", "amin", "logsumexp", "sum", "any", "all"):
         out = np.zeros((4, 1), bool if op in ("any", "all") else np.float32)
         got = launch(R.reduce, out, x, dims=1, op=op)[0]
@@ -239,8 +243,9 @@ def test_arg_reduce(rng, shape, dim, perm, op):
     flat[flat.size // 3] = flat[flat.size // 2] = 1e4 if op == "max" else -1e4
     xv = xs.expected()
     wv, wi = R.arg_reduce_ref(xv, dim, op)
-    got_v, got_i = launch(R.arg_reduce, np.zeros(wv.shape, np.float32), pairs(np.zeros(wi.shape)),
-                          xs, dim=dim, op=op)[:2]
+    got_v, got_i = launch(
+        R.arg_reduce, np.zeros(wv.shape, np.float32), pairs(np.zeros(wi.shape)), xs, dim=dim, op=op
+    )[:2]
     np.testing.assert_array_equal(from_pairs(got_i), wi)
     np.testing.assert_array_equal(got_v, wv)
 
@@ -254,8 +259,15 @@ def test_arg_reduce_nan_ints_and_no_values(rng):
     big = rng.integers(-(2**31), 2**31 - 1, size=(3, 2500))
     big[0, 5] = big[0, 9] = big[0].max() + 1  # ties of values above 2^24: exact on GpSimd
     wv, wi = R.arg_reduce_ref(big, -1, "max")
-    got_v, got_i = launch(R.arg_reduce, pairs(np.zeros(wv.shape)), pairs(np.zeros(wi.shape)),
-                          pairs(big), dim=-1, op="max", int64=("x", "values"))[:2]
+    got_v, got_i = launch(
+        R.arg_reduce,
+        pairs(np.zeros(wv.shape)),
+        pairs(np.zeros(wi.shape)),
+        pairs(big),
+        dim=-1,
+        op="max",
+        int64=("x", "values"),
+    )[:2]
     np.testing.assert_array_equal(from_pairs(got_i), wi)
     np.testing.assert_array_equal(from_pairs(got_v), wv)
 
@@ -263,24 +275,62 @@ def test_arg_reduce_nan_ints_and_no_values(rng):
 @pytest.mark.parametrize(
     ("kernel", "kwargs", "args", "match"),
     [
-        pytest.param(R.reduce, {"op": "mean", "dims": 1}, (np.zeros((2, 1), np.float32),
-                     np.zeros((2, 3), np.int32)), "only for floating-point", id="mean-of-int"),
-        pytest.param(R.reduce, {"op": "median", "dims": 1}, (np.zeros((2, 1), np.float32),
-                     np.zeros((2, 3), np.float32)), "op 'median' is not supported", id="op"),
-        pytest.param(R.reduce, {"op": "norm", "p": 3, "dims": 1}, (np.zeros((2, 1), np.float32),
-                     np.zeros((2, 3), np.float32)), "p=3 is not supported", id="norm-p"),
-        pytest.param(R.reduce, {"op": "sum", "dims": 1}, (np.zeros((2, 3), np.float32),
-                     np.zeros((2, 3), np.float32)), r"needs \[2, 1\]", id="out-shape"),
-        pytest.param(R.reduce, {"op": "sum", "dims": 2}, (np.zeros((2, 1), np.float32),
-                     np.zeros((2, 3), np.float32)), "outside", id="dims"),
-        pytest.param(R.var, {"dims": 1}, (np.zeros((2, 1), np.float32),
-                     np.zeros((2, 3), np.int8)), "only for floating-point", id="var-of-int"),
-        pytest.param(R.arg_reduce, {"op": "max", "dim": (0, 1)},
-                     (None, np.zeros((1, 1, 2), np.int32), np.zeros((2, 3), np.float32)),
-                     "one axis or None", id="arg-dims"),
-        pytest.param(R.reduce, {"op": "sum", "dims": 0, "int64": ("x",)},
-                     (np.zeros((1, 3), np.float32), np.zeros((2, 3), np.float32)),
-                     "not an int32 pair view", id="int64-flag"),
+        pytest.param(
+            R.reduce,
+            {"op": "mean", "dims": 1},
+            (np.zeros((2, 1), np.float32), np.zeros((2, 3), np.int32)),
+            "only for floating-point",
+            id="mean-of-int",
+        ),
+        pytest.param(
+            R.reduce,
+            {"op": "median", "dims": 1},
+            (np.zeros((2, 1), np.float32), np.zeros((2, 3), np.float32)),
+            "op 'median' is not supported",
+            id="op",
+        ),
+        pytest.param(
+            R.reduce,
+            {"op": "norm", "p": 3, "dims": 1},
+            (np.zeros((2, 1), np.float32), np.zeros((2, 3), np.float32)),
+            "p=3 is not supported",
+            id="norm-p",
+        ),
+        pytest.param(
+            R.reduce,
+            {"op": "sum", "dims": 1},
+            (np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)),
+            r"needs \[2, 1\]",
+            id="out-shape",
+        ),
+        pytest.param(
+            R.reduce,
+            {"op": "sum", "dims": 2},
+            (np.zeros((2, 1), np.float32), np.zeros((2, 3), np.float32)),
+            "outside",
+            id="dims",
+        ),
+        pytest.param(
+            R.var,
+            {"dims": 1},
+            (np.zeros((2, 1), np.float32), np.zeros((2, 3), np.int8)),
+            "only for floating-point",
+            id="var-of-int",
+        ),
+        pytest.param(
+            R.arg_reduce,
+            {"op": "max", "dim": (0, 1)},
+            (None, np.zeros((1, 1, 2), np.int32), np.zeros((2, 3), np.float32)),
+            "one axis or None",
+            id="arg-dims",
+        ),
+        pytest.param(
+            R.reduce,
+            {"op": "sum", "dims": 0, "int64": ("x",)},
+            (np.zeros((1, 3), np.float32), np.zeros((2, 3), np.float32)),
+            "not an int32 pair view",
+            id="int64-flag",
+        ),
     ],
 )
 def test_rejections(kernel, kwargs, args, match):
