@@ -3,7 +3,7 @@ embedding_backward, gather and scatter, with float64/numpy references.
 
 Layer: kernel library (trnsim.kernels); written against the public NKI API only. The row
 kernels share `_index_rows.IndexedRows` (indirect DMA: rows on partitions, one DMA per 128
-rows); gather and scatter (one index per element) are in `_scatter_gather`.
+rows); gather and scatter (one index per element) are in `_gather` and `_scatter`.
 
 Index tensors are int32, or int64 as int32 pair views (docs/device-kernels.md) named in the
 kernel's `int64=` keyword (the data tensors too when they are int64: their words move
@@ -20,9 +20,10 @@ from . import _rowops as ro
 from ._args import Tensor, axis
 from ._boxes import Group, hbm
 from ._common import fail
+from ._gather import gather, gather_ref
 from ._index_rows import IndexedRows, index_tensor
 from ._rows import Prefetch, RowSpace, col_operand, plan_rows
-from ._scatter_gather import gather, gather_ref, scatter, scatter_ref, scatter_value
+from ._scatter import scatter, scatter_ref, scatter_value
 
 COUNT_CHUNK = 4096  # indices compared per instruction when counting token frequencies
 
