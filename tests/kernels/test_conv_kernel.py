@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kernel_testing import BF16, assert_close, randn
+from torch_testing import torch_or_skip
 from trnsim.kernels import conv as cv
 from views_testing import assert_rejected_views, launch, transposed
 
@@ -84,7 +85,7 @@ def test_conv2d_backward_some_grads_none_bf16(rng):
 
 
 def test_conv2d_matches_torch_autograd(rng):
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     x, _, w = _case(rng, 2, 6, (9, 11), 4, 3, 2, np.float32)
     b = randn(rng, (4,), np.float32)
     kw = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 2}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kernel_testing import BF16, assert_close, randn
+from torch_testing import torch_or_skip
 from trnsim.kernels import flash_attention as fa
 from views_testing import assert_rejected_views, launch, strided_of, transposed
 
@@ -147,7 +148,7 @@ def test_flash_attention_backward(rng, dims, dtype, causal, mask):
 def test_flash_attention_matches_torch_autograd(rng):
     """Forward, lse and all three gradients against torch's SDPA (math path, float64) with a
     bool mask holding a fully masked row and GQA; lse against torch's CPU flash kernel."""
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     dims = (1, 4, 2, 33, 70, 16)
     mask = _mask(rng, "bool", (1, 1, 33, 70), np.float32)
     (q, k, v, do, _, scale), grads = _backward(rng, dims, np.float32, False, mask)

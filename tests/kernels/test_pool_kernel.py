@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kernel_testing import BF16, assert_close, randn
+from torch_testing import torch_or_skip
 from trnsim.kernels import pool as pl
 from views_testing import assert_rejected_views, launch, transposed
 
@@ -71,7 +72,7 @@ def test_max_pool2d_without_indices_bf16(rng):
 
 def test_max_pool2d_ties_match_torch(rng):
     """Integer-valued inputs (many ties): the index of the first maximum, as torch."""
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     x = rng.integers(0, 3, (2, 3, 11, 10)).astype(np.float32)
     kw = {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 1, "ceil_mode": True}
     t_out, t_idx = torch.nn.functional.max_pool2d(torch.tensor(x), return_indices=True, **kw)
@@ -93,7 +94,7 @@ AVG_CASES = [
 
 @pytest.mark.parametrize(("shape", "k", "s", "p", "ceil", "cip", "dov"), AVG_CASES)
 def test_avg_pool2d_and_backward_match_torch(rng, shape, k, s, p, ceil, cip, dov):
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     x, x_arg = _x(rng, shape, np.float32, "nhwc")
     tx = torch.tensor(x, dtype=torch.float64, requires_grad=True)
     ty = torch.nn.functional.avg_pool2d(tx, k, s, p, ceil, cip, dov)
