@@ -48,18 +48,23 @@ class LaunchRecord:
 _LIB_DIRS: tuple[str, ...] = ()
 
 
-def user_location() -> SourceLocation | None:
-    """The innermost frame outside torch and trnsim: the user's line that made the op."""
+def _lib_dirs() -> tuple[str, ...]:
     global _LIB_DIRS
     if not _LIB_DIRS:
         import trnsim.kernels
 
         _LIB_DIRS = (*_OURS, os.path.dirname(os.path.abspath(trnsim.kernels.__file__)) + os.sep,
                      _TORCH_DIR)
+    return _LIB_DIRS
+
+
+def user_location() -> SourceLocation | None:
+    """The innermost frame outside torch and trnsim: the user's line that made the op."""
+    lib = _lib_dirs()
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
-        if not fname.startswith("<") and not os.path.abspath(fname).startswith(_LIB_DIRS):
+        if not fname.startswith("<") and not os.path.abspath(fname).startswith(lib):
             import linecache
 
             return SourceLocation(fname, frame.f_lineno, frame.f_code.co_name,
@@ -111,12 +116,21 @@ def launch(kernel: Any, *args: Any, aten_op: str = "", names: tuple[str, ...] = 
         run = run_kernel(fn, nargs, nattrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False)
     except TrnsimError as e:
         rt.kernel_errors += 1
-        loc = user_location()
-        where = f" (called at {loc.filename}:{loc.lineno})" if loc is not None else ""
-        raise DeviceOpError(
-            f"{aten_op or kname} on {rt.name} with {describe(args, attrs) or 'no tensors'}: kernel "
-            f"{kname} refused the inputs{where}: {type(e).__name__}: {e}") from None
+        raise op_error(rt, aten_op or kname, kname, describe(args, attrs), e) from None
     return record(rt, run, aten_op or kname, kname, describe(args, attrs))
+
+
+def op_error(rt: Runtime, op: str, kname: str, shapes: str, e: Exception) -> DeviceOpError:
+    """The error of a device op whose kernel refused its inputs: op, shapes, the user's line,
+    then the kernel's rule (with the kernel line only for a user's own kernel)."""
+    loc = user_location()
+    where = f" (called at {loc.filename}:{loc.lineno})" if loc is not None else ""
+    text = getattr(e, "message", None) or str(e)
+    kloc = getattr(e, "loc", None)
+    if kloc is not None and not os.path.abspath(kloc.filename).startswith(_lib_dirs()):
+        text = f"{kloc.describe()}\n{text}"
+    return DeviceOpError(f"{op} on {rt.name} with {shapes or 'no tensors'}: kernel {kname} "
+                         f"refused the inputs{where}: {type(e).__name__}: {text}")
 
 
 def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRecord:

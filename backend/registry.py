@@ -65,6 +65,12 @@ def reference_only(*names: str, note: str = "", group: str = "",
         _add(OpEntry(n, None, (), note, group, host))
 
 
+def reference_rest(*names: str, note: str = "", group: str = "") -> None:
+    """reference_only for those of `names` no module has registered (kernel entries of a
+    family come first; the family's remaining overloads then run on the host)."""
+    reference_only(*(n for n in names if n not in REGISTRY), note=note, group=group)
+
+
 def _add(entry: OpEntry) -> None:
     if entry.name in REGISTRY:
         raise ValueError(f"{entry.name} is registered twice")

@@ -53,12 +53,27 @@ def run_meta(overload: Any, args: tuple, kwargs: dict) -> Any:
     """The op on meta tensors: its results' metadata, or ATen's own error for bad inputs."""
     name = runtime().name
     _, outs = written(overload)
-    margs = tuple(to_meta(a, name) for a in args)
+    tensor_args = _tensor_positions(overload)
+    margs = tuple(torch.tensor(a) if i in tensor_args and isinstance(a, (bool, int, float))
+                  else to_meta(a, name) for i, a in enumerate(args))
     mkwargs = {k: to_meta(v, name, empty_outs=k in outs) for k, v in kwargs.items()}
     try:
         return overload(*margs, **mkwargs)
     except NotImplementedError as e:  # no meta kernel: the op cannot be sized here
         raise HostOnly(f"no meta kernel ({str(e).splitlines()[0][:60]})") from None
+
+
+_TENSOR_POSITIONS: dict[Any, frozenset[int]] = {}
+
+
+def _tensor_positions(overload: Any) -> frozenset[int]:
+    """Positions of Tensor arguments (the dispatcher hands wrapped scalars to Python kernels
+    as numbers; the meta call needs them back as 0-d tensors)."""
+    got = _TENSOR_POSITIONS.get(overload)
+    if got is None:
+        got = _TENSOR_POSITIONS[overload] = frozenset(
+            i for i, a in enumerate(overload._schema.arguments) if str(a.type) == "Tensor")
+    return got
 
 
 def scalar_of(v: Any) -> Any:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from trnsim.backend.registry import cpu_overloads, reference_only
+from trnsim.backend.registry import cpu_overloads, reference_only, reference_rest
 
-reference_only(*cpu_overloads(
+reference_rest(*cpu_overloads(
     "_native_batch_norm_legit",
     "_native_batch_norm_legit_no_training",
     "native_group_norm", "native_group_norm_backward",
