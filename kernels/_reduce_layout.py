@@ -84,6 +84,9 @@ def run(red: Reducer, outs: list[Tensor], x: Tensor, dims: tuple[int, ...]) -> N
     when the fold is one partition reduce (a contiguous row per partition instead of one DMA
     descriptor per element); rows otherwise."""
     kept = [a for a in range(len(x.shape)) if a not in dims]
+    axes = list(dims)
+    if not red.needs_pos:  # the order of a commutative reduction is free: take memory order
+        axes.sort(key=lambda a: -abs(int(x.view.strides[a])))
     n_out = math.prod(x.shape[a] for a in kept)
     n_red = math.prod(x.shape[a] for a in dims)
     sized = [a for a in range(len(x.shape)) if x.shape[a] > 1]
@@ -92,9 +95,9 @@ def run(red: Reducer, outs: list[Tensor], x: Tensor, dims: tuple[int, ...]) -> N
     if (n_out <= COLUMN_MAX_OUTPUTS and n_red >= COLUMN_MIN_REDUCED) or (
         red.partition_fold and inner_kept and n_red >= P_MAX
     ):
-        columns(red, outs, x, kept, list(dims))
+        columns(red, outs, x, kept, axes)
     else:
-        rows(red, outs, x, kept, list(dims))
+        rows(red, outs, x, kept, axes)
 
 
 def _dtype(red: Reducer, x: Tensor):

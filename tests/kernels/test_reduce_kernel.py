@@ -104,6 +104,23 @@ def test_leading_axis_and_slot_reuse(rng, monkeypatch, max_slots):
     np.testing.assert_array_equal(from_pairs(got[1]), wi)
 
 
+def test_transposed_full_reduction_reads_memory_order(rng):
+    """A full reduction of x.t() reduces in memory order: one merged axis, a handful of
+    instructions (not one tile per pair of elements)."""
+    from trnsim.nki.runner import run_kernel
+
+    base = rng.standard_normal((3, 7000)).astype(np.float32)
+    xs = Strided(base, (7000, 3), (1, 7000))
+    got = launch(R.reduce, np.zeros((1, 1), np.float32), xs, dims=None, op="sum")[0]
+    close(got, R.reduce_ref(xs.expected(), None, "sum"))
+
+    def kernel(out, x):
+        R.reduce(out, x.ap([[1, 7000], [7000, 3]], offset=0), dims=None, op="sum")
+
+    prog = run_kernel(kernel, [np.zeros((1, 1), np.float32), base], {}, chip="trn3").program
+    assert len(prog) <= 12
+
+
 @pytest.mark.parametrize("p", [2, 1, 0, np.inf, -np.inf])
 def test_norms(rng, p):
     x = rng.standard_normal((6, 300)).astype(np.float32)
