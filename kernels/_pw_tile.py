@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
+import numpy as np
+
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
@@ -24,6 +27,7 @@ VECTOR, SCALAR, GPSIMD = nisa.engine.vector, nisa.engine.scalar, nisa.engine.gps
 FLT_MAX = 3.4028234663852886e38  # largest finite fp32
 # fp32 arithmetic on integers is exact below 2^24; the int conversions saturate at 2^31.
 EXACT_INT = 2.0**24
+_HALF = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 
 
 Body = Callable[..., None]  # body(k: TileOps, dst, v: dict[str, tile | scalar], a: dict) -> None
@@ -68,6 +72,15 @@ def register(*specs: OpSpec) -> None:
         if s.name in OPS:
             raise ValueError(f"pointwise op {s.name!r} registered twice")
         OPS[s.name] = s
+
+
+def dtype_scalar(value: float, dtype: str) -> float:
+    """A Python scalar as PyTorch applies it to a `dtype` tensor in add/sub (alpha and scalar
+    operands are converted to the tensor's dtype: through fp32 to bf16 / fp16)."""
+    v = float(np.float32(value))
+    if dtype in _HALF:
+        v = float(np.asarray(v, np.float32).astype(_HALF[dtype]))
+    return v
 
 
 def is_tile(x: Any) -> bool:

@@ -28,7 +28,7 @@ from trnsim.nki import language as nl
 
 from . import _pw_math as M
 from ._common import fail
-from ._pw_tile import GPSIMD, VECTOR, OpSpec, TileOps, is_tile, register
+from ._pw_tile import GPSIMD, VECTOR, OpSpec, TileOps, dtype_scalar, is_tile, register
 
 I32 = nl.int32
 HALF_PI = math.pi / 2
@@ -50,11 +50,17 @@ def _xy(v: dict) -> tuple[Any, Any]:
 # ---------------------------------------------------------------- arithmetic
 
 
+def _q(k: TileOps, c: Any) -> float:
+    """A scalar of add/sub/rsub as PyTorch applies it: converted to the output's dtype
+    (alpha and scalar operands of a bf16/fp16 add are bf16/fp16 numbers)."""
+    return dtype_scalar(float(c), k.out_dtype)
+
+
 def _add(k, dst, v, a, sign: float = 1.0):
     x, y = _xy(v)
-    alpha = sign * float(a["alpha"])
+    alpha = sign * _q(k, a["alpha"])
     if not is_tile(y):
-        k.ts(dst, x, nl.add, alpha * float(y))
+        k.ts(dst, x, nl.add, alpha * _q(k, y))
     elif alpha == 1.0:
         k.tt(dst, x, y, nl.add)
     elif alpha == -1.0:
@@ -69,9 +75,9 @@ def _sub(k, dst, v, a):
 
 def _rsub(k, dst, v, a):  # other - alpha * self
     x, y = _xy(v)
-    alpha = float(a["alpha"])
+    alpha = _q(k, a["alpha"])
     if not is_tile(y):
-        k.ts(dst, x, nl.multiply, -alpha, nl.add, float(y))
+        k.ts(dst, x, nl.multiply, -alpha, nl.add, _q(k, y))
     elif alpha == 1.0:
         k.tt(dst, y, x, nl.subtract)
     else:

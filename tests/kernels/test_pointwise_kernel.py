@@ -347,6 +347,17 @@ def test_16bit_floats(rng, dtype, op):
     check(got, want, np.dtype(dtype).name, factor=2)
 
 
+def test_16bit_add_scalars_round_like_torch(rng):
+    """PyTorch converts add/sub's alpha and scalar operand to a bf16/fp16 tensor's dtype."""
+    a = rng.standard_normal(4096).astype(BF16)
+    b = rng.standard_normal(4096).astype(BF16)
+    ta, tb = (torch.from_numpy(x.astype(np.float32)).bfloat16() for x in (a, b))
+    got = run("add", a, b, out_dtype=BF16, alpha=0.1)
+    np.testing.assert_array_equal(got, torch.add(ta, tb, alpha=0.1).float().numpy().astype(BF16))
+    got = run("sub", a, out_dtype=BF16, other=0.3)
+    np.testing.assert_array_equal(got, ta.sub(0.3).float().numpy().astype(BF16))
+
+
 def test_mixed_dtypes_cast_on_the_way_out(rng):
     a = rng.standard_normal(SHAPE).astype(BF16)
     b = rng.integers(-5, 5, SHAPE).astype(np.int32)
