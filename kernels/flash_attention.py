@@ -45,7 +45,8 @@ def flash_attention(out, lse, q, k, v, *, scale: float, causal: bool, attn_mask=
     """``out = softmax(scale * q k^T + mask) v`` per head, and ``lse`` = its log-sum-exp.
 
     Per (batch, kv head), K^T (D on partitions) and V (keys on partitions) stay resident in
-    SBUF for the query heads that share them (GQA); per query head Q^T is resident. Query tiles
+    SBUF for the query heads that share them (GQA); Q^T is loaded per group of query tiles.
+    Query tiles
     of 128 rows advance four at a time over key blocks of 512: the score block lands in one
     PSUM bank (TensorE); it is masked (affine_select on GpSimd for the blocks crossing the
     causal diagonal; select_reduce / scalar_tensor_tensor on VectorE for bool / additive
@@ -70,8 +71,9 @@ def flash_attention(out, lse, q, k, v, *, scale: float, causal: bool, attn_mask=
         A row whose keys are all masked gives out = 0 and lse = 0 (torch 2.13 CPU: the math
         path returns 0 and the flash path also lse 0); finite masks (e.g. finfo.min) are
         ordinary values. P is rounded to the input dtype for the P @ V matmul; statistics are
-        fp32. Resident SBUF per head: (2 * Skv + Sq) * itemsize + Skv / 128 * D * itemsize
-        bytes per partition must fit in 60% of SBUF.
+        fp32. Resident SBUF per kv head: Skv * itemsize (K^T) + Skv / 128 * D * itemsize (V)
+        bytes per partition, plus one group of Q^T, must fit in 60% of SBUF (Skv <= ~18K in
+        bf16 at D = 128 on trn1, ~24K on trn3).
     """
     dims = check_attention("flash_attention", out, q, k, v, scale, attn_mask, lse=lse)
     b_n, h_n, hkv, sq, skv, d = dims
@@ -173,11 +175,12 @@ def check_attention(what, out, q, k, v, scale, attn_mask, lse=None, grads=()):
         fail(f"{what}: attn_mask has dtype {attn_mask.dtype.name}; allowed: bool (True keeps) "
              f"or {', '.join(DTYPES)} (added to the scores)")
     isz = q.dtype.itemsize
-    resident = (2 * skv + sq) * isz + -(-skv // K_TILE) * d * isz
+    q_rows = _per_store(-(-sq // Q_TILE), d, out.dtype.itemsize) * Q_TILE
+    resident = (skv + min(sq, q_rows)) * isz + -(-skv // K_TILE) * d * isz
     budget = nl.tile_size.total_available_sbuf_size * RESIDENT_SHARE
     if not grads and resident > budget:
-        fail(f"{what}: Sq={sq}, Skv={skv} need {resident} bytes per partition for the resident "
-             f"K^T, V and Q^T of a head; at most {int(budget)} fit")
+        fail(f"{what}: Skv={skv} needs {resident} bytes per partition for the resident K^T and "
+             f"V of a kv head (and one group of Q^T); at most {int(budget)} fit")
     return b_n, h_n, hkv, sq, skv, d
 
 
@@ -215,12 +218,15 @@ class _TileState:
 
 def _forward_head(out_m: Mat, lse_m: Mat, q_m: Mat, k_t, v_sb, masking: Masking, skv: int):
     sq, d = q_m.rows, q_m.cols
-    q_t = load_transposed(q_m, "q_res")
     n_q = -(-sq // Q_TILE)
-    per_store = max(1, min(n_q, OUT_GROUP_BYTES // (d * out_m.t.dtype.itemsize)))
+    per_store = _per_store(n_q, d, out_m.t.dtype.itemsize)
     for gi in nl.affine_range(-(-n_q // per_store)):
         t0 = gi * per_store
         g_tiles = min(per_store, n_q - t0)
+        r0 = t0 * Q_TILE
+        rows = min(sq, (t0 + g_tiles) * Q_TILE) - r0
+        # Q^T of this group's query rows (D on partitions): the stationaries of its scores.
+        q_t = load_transposed(Mat(q_m.t, rows, d, q_m.rs, q_m.cs, q_m.at(r0, 0)), "q_grp")
         out_sb = nl.ndarray((Q_TILE, g_tiles, d), dtype=out_m.t.dtype, buffer=nl.sbuf,
                             name="attn_out")
         lse_sb = nl.ndarray((Q_TILE, g_tiles, 1), dtype=nl.float32, buffer=nl.sbuf,
@@ -237,17 +243,21 @@ def _forward_head(out_m: Mat, lse_m: Mat, q_m: Mat, k_t, v_sb, masking: Masking,
             for kb in nl.sequential_range(n_blocks):  # the softmax state carries over
                 while len(fronts) <= PIPE_AHEAD and kb + len(fronts) < n_blocks:
                     k0 = (kb + len(fronts)) * K_BLOCK
-                    fronts.append(_block_front(tiles, q_t, k_t, k0, masking, q_m.t.dtype))
+                    fronts.append(_block_front(tiles, q_t, r0, k_t, k0, masking,
+                                               q_m.t.dtype))
                 _block_back(fronts.pop(0), v_sb, kb * K_BLOCK, d)
             for t in tiles:
                 _finish_tile(t, out_sb, lse_sb, masking.kind is not None)
-        r0 = t0 * Q_TILE
-        rows = min(sq, (t0 + g_tiles) * Q_TILE) - r0
         store_rows(out_m, out_sb, r0, rows, 0, d)
         store_rows(lse_m, lse_sb, r0, rows, 0, 1)
 
 
-def _block_front(tiles, q_t, k_t, k0: int, masking: Masking, pdtype) -> list:
+def _per_store(n_q: int, d: int, isz: int) -> int:
+    """Query tiles per output store (and per Q^T load): >= OUT_GROUP_BYTES per partition."""
+    return max(1, min(n_q, OUT_GROUP_BYTES // (d * isz)))
+
+
+def _block_front(tiles, q_t, q_base: int, k_t, k0: int, masking: Masking, pdtype) -> list:
     """Scores, masks, running max, P and row sums of one key block for a group of query tiles,
     stage by stage across the group (so in-order engine queues interleave the tiles)."""
     live = [t for t in tiles if k0 < t.kv_end]
@@ -256,7 +266,8 @@ def _block_front(tiles, q_t, k_t, k0: int, masking: Masking, pdtype) -> list:
     raw = []
     for t, kw in zip(live, widths, strict=True):
         s_ps = nl.ndarray((Q_TILE, kw), dtype=nl.float32, buffer=nl.psum, name="scores")
-        nisa.nc_matmul(dst=s_ps[0:t.mq, :], stationary=q_t[0:d, 0, t.q0 : t.q0 + t.mq],
+        q0 = t.q0 - q_base
+        nisa.nc_matmul(dst=s_ps[0:t.mq, :], stationary=q_t[0:d, 0, q0 : q0 + t.mq],
                        moving=k_t[0:d, 0, k0 : k0 + kw])
         raw.append(s_ps)
     masked = [masking.scores(s, t.q0, t.mq, k0, kw, True)
