@@ -262,23 +262,30 @@ def batch_norm_backward(
             nisa.tensor_tensor(dst=gw, data1=dot, data2=invstd, op=nl.multiply)
             store_chan(grad_weight, c0, c1, gw)
         store_chan(grad_bias, c0, c1, sum_g)
-        if grad_x is None:
-            continue
-        k, a, c = _grad_x_coefs(
-            invstd, load_chan(weight, c0, c1, "w"), mean, sum_g, dot, space.n, training
-        )
-        for i, (f0, f1) in enumerate(chunks):
-            g, xt = kept[i] if reuse else pf.next()
-            gx = ro.sbuf(g.shape, grad_x.dtype, "grad_x")
-            if training:
-                t = ro.sbuf(g.shape, F32, "x_term")
-                nisa.activation(dst=t, op=nl.copy, data=xt, scale=a, bias=c)
-                nisa.scalar_tensor_tensor(
-                    dst=gx, data=g, op0=nl.multiply, operand0=k, op1=nl.add, operand1=t
-                )
-            else:
-                nisa.activation(dst=gx, op=nl.copy, data=g, scale=k)
-            space.store("gx", c0, c1, f0, f1, gx)
+        if grad_x is not None:
+            coefs = _grad_x_coefs(
+                invstd, load_chan(weight, c0, c1, "w"), mean, sum_g, dot, space.n, training
+            )
+            feed = iter(kept) if reuse else (pf.next() for _ in chunks)
+            _grad_x_chunks(space, (c0, c1), chunks, feed, grad_x.dtype, coefs)
+
+
+def _grad_x_chunks(space, ct, chunks, feed, dtype, coefs) -> None:
+    """grad_x = grad_out * k + x * a + c per chunk (ScalarE x * a + c, VectorE the rest);
+    eval (a None): grad_out * k on ScalarE."""
+    k, a, c = coefs
+    for f0, f1 in chunks:
+        g, xt = next(feed)
+        gx = ro.sbuf(g.shape, dtype, "grad_x")
+        if a is not None:
+            t = ro.sbuf(g.shape, F32, "x_term")
+            nisa.activation(dst=t, op=nl.copy, data=xt, scale=a, bias=c)
+            nisa.scalar_tensor_tensor(
+                dst=gx, data=g, op0=nl.multiply, operand0=k, op1=nl.add, operand1=t
+            )
+        else:
+            nisa.activation(dst=gx, op=nl.copy, data=g, scale=k)
+        space.store("gx", *ct, f0, f1, gx)
 
 
 def _grad_sums(pf: Prefetch, m: int, chunks: list, mean, reuse: bool):

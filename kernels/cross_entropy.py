@@ -81,45 +81,41 @@ def cross_entropy_forward(
     tiles = sp.tiles(plan.g)
     pf = Prefetch(requests(tiles, 1, plan.chunks), loader(sp, logits.dtype, vecs, (0,)))
     for tile in tiles:
-        m, g = tile.parts, tile.g
         tg = Targets(sp, tile, iota, ignore_index)
-        st = ro.sbuf((m, g, 5, len(plan.chunks)), F32, "chunk_stats")
-        for c, (c0, c1) in enumerate(plan.chunks):
-            ld = pf.next()
-            x = ld["x"]
-            ro.lse_chunk(st[:, :, 0, c], st[:, :, 1, c], x)
-            mask = tg.mask(c0, c1)
-            tg.pick(st[:, :, 2, c], mask, x)
-            w = vecs.view("weight", ld, m, g, c0, c1)
-            if w is not None:
-                tg.pick(st[:, :, 3, c], mask, w)
-            if eps:
-                _row_dot(st[:, :, 4, c], x, w)
-        lse_t = ro.sbuf((m, g), F32, "lse")
-        nisa.tensor_scalar(
-            dst=lse_t,
-            data=ro.neg_lse(st[:, :, 0, :], st[:, :, 1, :]),
-            op0=nl.multiply,
-            operand0=-1.0,
-        )
+        lse_t, picked, wt, dot = _ce_row_stats(pf, tg, plan, vecs, eps, weight is not None)
         if "lse" in sp.operands:
             sp.store(tile, "lse", lse_t)
-        wt = None if weight is None else combine(st[:, :, 3, :], nl.maximum)
-        lw = _ce_rows(
-            tg,
-            lse_t,
-            combine(st[:, :, 2, :], nl.maximum),
-            wt,
-            combine(st[:, :, 4, :], nl.add) if eps else None,
-            eps,
-            c_all,
-            wsum,
-        )
+        lw = _ce_rows(tg, lse_t, picked, wt, dot, eps, c_all, wsum)
         if red == "none":
             sp.store(tile, "loss", lw[:, 0, :])
         if red != "none" or len(logits.shape) == 1:
             total.add(lw)
     store_totals(total, loss, total_weight, red, len(logits.shape))
+
+
+def _ce_row_stats(pf, tg, plan, vecs, eps: float, weighted: bool):
+    """One pass over a row tile's class chunks: (lse, x[target], w[target] or None,
+    sum_c w[c] * x[c] or None) per row [m, G]. Per chunk: the softmax statistics (VectorE max,
+    ScalarE exp with the sums), the target selection, the smoothing dot product."""
+    m, g = tg.m, tg.g
+    st = ro.sbuf((m, g, 5, len(plan.chunks)), F32, "chunk_stats")
+    for c, (c0, c1) in enumerate(plan.chunks):
+        ld = pf.next()
+        x = ld["x"]
+        ro.lse_chunk(st[:, :, 0, c], st[:, :, 1, c], x)
+        mask = tg.mask(c0, c1)
+        tg.pick(st[:, :, 2, c], mask, x)
+        w = vecs.view("weight", ld, m, g, c0, c1)
+        if w is not None:
+            tg.pick(st[:, :, 3, c], mask, w)
+        if eps:
+            _row_dot(st[:, :, 4, c], x, w)
+    lse_t = ro.sbuf((m, g), F32, "lse")
+    nlse = ro.neg_lse(st[:, :, 0, :], st[:, :, 1, :])
+    nisa.tensor_scalar(dst=lse_t, data=nlse, op0=nl.multiply, operand0=-1.0)
+    wt = combine(st[:, :, 3, :], nl.maximum) if weighted else None
+    dot = combine(st[:, :, 4, :], nl.add) if eps else None
+    return lse_t, combine(st[:, :, 2, :], nl.maximum), wt, dot
 
 
 def _row_dot(dst, x, w) -> None:
