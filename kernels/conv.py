@@ -85,6 +85,79 @@ def conv2d_backward(grad_input, grad_weight_, grad_bias_, grad_out, x, w, *, str
         grad_bias(grad_bias_, grad_out)
 
 
+def conv_transpose2d(out, x, w, bias, *, stride, padding, output_padding, dilation,
+                     groups: int) -> None:
+    """The transposed convolution (ConvTranspose2d, aten convolution with transposed=True):
+    the adjoint of conv2d with weight w, computed as conv2d's input gradient (the same loop
+    nest over x zero-dilated by the stride, flipped weights) plus the bias.
+
+    Dimensions:
+        x: [N, Cin, H, W]; w: [Cin, Cout / groups, kh, kw]; out: [N, Cout, OH, OW] with
+        OH = (H - 1) sh - 2 ph + dh (kh - 1) + oph + 1 (likewise OW), output_padding < stride
+        or < dilation (torch's rule).
+    """
+    g = _check_transposed(out, x, w, stride, padding, output_padding, dilation, groups,
+                          "conv_transpose2d")
+    if bias is not None:
+        _check_vector("conv_transpose2d", "bias", bias, g["cout"])
+    ya, xa = _axes(g, transposed=True)
+    correlate(out, x, ConvWeights(w, groups, transposed=True), bias, ya, xa)
+
+
+def conv_transpose2d_backward(grad_input, grad_weight_, grad_bias_, grad_out, x, w, *, stride,
+                              padding, output_padding, dilation, groups: int) -> None:
+    """Gradients of conv_transpose2d: grad_input is conv2d(grad_out, w), grad_weight conv2d's
+    weight gradient with the roles of x and grad_out exchanged, grad_bias the channel sums of
+    grad_out. Any of the three outputs may be None."""
+    what = "conv_transpose2d_backward"
+    g = _check_transposed(grad_out, x, w, stride, padding, output_padding, dilation, groups,
+                          what)
+    ya, xa = _axes(g, transposed=False)
+    if grad_input is not None:
+        if tuple(grad_input.shape) != tuple(x.shape):
+            fail(f"{what}: grad_input has shape {list(grad_input.shape)}; x is {list(x.shape)}")
+        correlate(grad_input, grad_out, ConvWeights(w, groups, transposed=False), None, ya, xa)
+    if grad_weight_ is not None:
+        if tuple(grad_weight_.shape) != tuple(w.shape):
+            fail(f"{what}: grad_weight has shape {list(grad_weight_.shape)}; w is "
+                 f"{list(w.shape)}")
+        grad_weight(grad_weight_, x, grad_out, ConvWeights(w, groups, transposed=False), ya, xa)
+    if grad_bias_ is not None:
+        _check_vector(what, "grad_bias", grad_bias_, g["cout"])
+        grad_bias(grad_bias_, grad_out)
+
+
+def _check_transposed(out, x, w, stride, padding, output_padding, dilation, groups, what):
+    """The geometry of a transposed convolution, as the conv2d from out back to x."""
+    for name, t in (("out", out), ("x", x), ("w", w)):
+        if len(t.shape) != 4:
+            fail(f"{what}: {name} must be 4-D, got {list(t.shape)}")
+    s = _pair(what, "stride", stride, 1)
+    p = _pair(what, "padding", padding, 0)
+    op = _pair(what, "output_padding", output_padding, 0)
+    d = _pair(what, "dilation", dilation, 1)
+    if not isinstance(groups, int) or groups < 1:
+        fail(f"{what}: groups={groups!r} must be a positive int")
+    cin, cout_g, kh, kw = (int(v) for v in w.shape)
+    n, h, wd = int(x.shape[0]), int(x.shape[2]), int(x.shape[3])
+    if int(x.shape[1]) != cin or cin % groups:
+        fail(f"{what}: x has {int(x.shape[1])} channels, w {list(w.shape)}, groups={groups}; "
+             f"need x channels = w.shape[0], a multiple of groups")
+    if any(op[a] >= max(s[a], d[a]) for a in range(2)):
+        fail(f"{what}: output_padding {op} must be smaller than stride {s} or dilation {d}")
+    oh = (h - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1
+    ow = (wd - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1
+    want = (n, cout_g * groups, oh, ow)
+    if oh < 1 or ow < 1 or tuple(out.shape) != want:
+        fail(f"{what}: output has shape {list(out.shape)}; expected {list(want)}")
+    if x.dtype != w.dtype or x.dtype.name not in DTYPES or out.dtype.name not in DTYPES:
+        fail(f"{what}: x is {x.dtype.name}, w {w.dtype.name}, out {out.dtype.name}; x and w "
+             f"must share one of {', '.join(DTYPES)}")
+    # As a conv2d: out is its input (H = oh), x its output, w its weight [cin, cout_g, ...].
+    return {"n": n, "cin": cout_g * groups, "cout": cout_g * groups, "h": oh, "w": ow,
+            "oh": h, "ow": wd, "kh": kh, "kw": kw, "s": s, "p": p, "d": d}
+
+
 # ---------------------------------------------------------------- checks
 
 

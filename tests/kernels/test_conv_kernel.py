@@ -145,3 +145,34 @@ def test_conv2d_random(seed):
                  go, x_arg, w)
     for g_, r in zip(got[:3], want, strict=True):
         assert_close(g_, r, np.dtype(dtype).name, 2, abs_frac=1)
+
+
+@pytest.mark.parametrize(
+    ("n", "cin", "hw", "cout", "k", "s", "p", "op", "d", "g"),
+    [
+        pytest.param(2, 4, (5, 6), 6, 3, 2, 1, 1, 1, 1, id="s2-op1"),
+        pytest.param(1, 8, (4, 4), 8, 3, 1, 1, 0, 2, 8, id="depthwise-d2"),
+        pytest.param(2, 6, (3, 5), 4, 4, 3, 0, 2, 1, 2, id="groups-k4-s3"),
+    ],
+)
+def test_conv_transpose2d_forward_and_backward(rng, n, cin, hw, cout, k, s, p, op, d, g):
+    """ConvTranspose2d is conv2d's input gradient: forward against conv2d_backward_ref, the
+    backward against conv2d (input gradient) and conv2d's weight gradient with x and grad_out
+    exchanged."""
+    x, x_arg = transposed(rng, (n, cin, *hw), np.float32, (0, 2, 3, 1))
+    w = randn(rng, (cin, cout // g, k, k), np.float32)
+    b = randn(rng, (cout,), np.float32)
+    oh, ow = ((v - 1) * s - 2 * p + d * (k - 1) + op + 1 for v in hw)
+    kw = {"stride": s, "padding": p, "output_padding": op, "dilation": d, "groups": g}
+    ref = cv.conv2d_backward_ref(x, np.zeros((n, cout, oh, ow)), w, s, p, d, g)[0]
+    ref = ref + b[None, :, None, None]
+    out = launch(lambda o, a, ww, bb: cv.conv_transpose2d(o, a, ww, bb, **kw),
+                 np.zeros((n, cout, oh, ow), np.float32), x_arg, w, b)[0]
+    assert_close(out, ref, "float32", abs_frac=1)
+    go = randn(rng, (n, cout, oh, ow), np.float32)
+    got = launch(lambda a, b_, c, e, f, h: cv.conv_transpose2d_backward(a, b_, c, e, f, h, **kw),
+                 np.zeros(x.shape, np.float32), np.zeros(w.shape, np.float32),
+                 np.zeros((cout,), np.float32), go, x_arg, w)
+    assert_close(got[0], cv.conv2d_ref(go, w, None, s, p, d, g), "float32", abs_frac=1)
+    assert_close(got[1], cv.conv2d_backward_ref(x, go, w, s, p, d, g)[1], "float32", abs_frac=1)
+    assert_close(got[2], go.astype(np.float64).sum(axis=(0, 2, 3)), "float32", abs_frac=1)
