@@ -27,14 +27,15 @@ from ._norm_rows import (
     check_vectors,
     const_col,
     norm_row_space,
+    normalize_block,
+    normalize_rows,
+    row_stats_forward,
     store_accs,
     zero_accs,
 )
 from ._rows import MIN_DMA_BYTES, Prefetch, plan_rows
 
 MAX_CHUNK_COLS = 8192  # columns per chunk when a row is longer than one SBUF tile holds
-BN_STATS_FMAX = 512  # elements per bn_stats instruction (bn_stats_fmax)
-BN_STATS_WIDTH = 6  # bn_stats output per partition: (count, mean, var*count) x (even, odd)
 F32 = nl.float32
 POOL = nisa.engine.gpsimd  # the backward's gradient accumulation runs on GpSimd, off VectorE
 
@@ -89,7 +90,7 @@ def _norm_forward(what, out, mean, rstd, x, weight, bias, eps, centered) -> None
     pf = Prefetch([(t, p, c) for t in tiles for p in range(passes) for c in plan.chunks], load)
     for tile in tiles:
         m, g = tile.parts, tile.g
-        mu, rs, xc, kept = _stats(pf, plan, m, g, d, eps_t[:m], centered)
+        mu, rs, xc, kept = row_stats_forward(pf, plan, m, g, d, eps_t[:m], centered)
         for name, val in (("mean", mu), ("rstd", rs)):
             if name in space.operands:
                 space.store(tile, name, val)
@@ -104,99 +105,11 @@ def _norm_forward(what, out, mean, rstd, x, weight, bias, eps, centered) -> None
             w = vecs.view("weight", ld, m, g, c0, c1)
             b = vecs.view("bias", ld, m, g, c0, c1)
             if g == 1:
-                y = _normalize_rows(ld["x"], mu, rs, nmr, w, b, out.dtype)
+                y = normalize_rows(ld["x"], mu, rs, nmr, w, b, out.dtype)
             else:
                 y = ro.sbuf(xc.shape if xc is not None else ld["x"].shape, out.dtype, "y")
-                _normalize_block(y, ld["x"] if xc is None else xc, rs, w, b)
+                normalize_block(y, ld["x"] if xc is None else xc, rs, w, b)
             space.store(tile, "out", y, c0, c1)
-
-
-def _normalize_rows(xt, mu, rs, nmr, w, b, out_dtype):
-    """y = (x - mean) * rstd [* w] [+ b] of a chunk with G = 1 (per-partition mean, rstd).
-    With a weight, VectorE's (x - mean) * w comes first (one pass when x and w are bf16) and
-    ScalarE scales by rstd; without one, ScalarE's activation x * rstd + (-mean * rstd)
-    normalizes. GpSimd adds the bias: three engines, one pass each (VectorE also runs
-    bn_stats)."""
-    y = ro.sbuf(xt.shape, out_dtype, "y")
-    if w is not None:
-        t = ro.sbuf(xt.shape, F32, "x_centered_w")
-        if mu is None:  # RMSNorm
-            nisa.tensor_tensor(dst=t, data1=xt, data2=w, op=nl.multiply)
-        else:
-            nisa.scalar_tensor_tensor(
-                dst=t, data=xt, op0=nl.subtract, operand0=mu, op1=nl.multiply, operand1=w
-            )
-        u = y if b is None else ro.sbuf(xt.shape, F32, "xhat_w")
-        nisa.activation(dst=u, op=nl.copy, data=t, scale=rs)
-        if b is not None:
-            nisa.tensor_tensor(dst=y, data1=u, data2=b, op=nl.add, engine=nisa.engine.gpsimd)
-        return y
-    xhat = y if b is None else ro.sbuf(xt.shape, F32, "xhat")
-    nisa.activation(dst=xhat, op=nl.copy, data=xt, scale=rs, bias=nmr)
-    if b is not None:
-        nisa.tensor_tensor(dst=y, data1=xhat, data2=b, op=nl.add, engine=nisa.engine.gpsimd)
-    return y
-
-
-def _normalize_block(y, src, rs, w, b) -> None:
-    """y = src * rstd [* w] [+ b] for G > 1 (src already centred for LayerNorm)."""
-    last = [k for k, v in (("r", True), ("w", w is not None), ("b", b is not None)) if v][-1]
-    t = y if last == "r" else ro.sbuf(src.shape, F32, "xhat")
-    ro.apply_col(t, src, nl.multiply, rs)
-    if w is not None:
-        z = y if last == "w" else ro.sbuf(src.shape, F32, "xhat_w")
-        nisa.tensor_tensor(dst=z, data1=t, data2=w, op=nl.multiply)
-        t = z
-    if b is not None:
-        nisa.tensor_tensor(dst=y, data1=t, data2=b, op=nl.add)
-
-
-def _stats(pf: Prefetch, plan, m: int, g: int, d: int, eps_t, centered: bool):
-    """Pass 1 over the chunks of one row tile: (mean or None, rstd, centered block or None,
-    the loaded chunk when there is only one) with per-row values [parts, G]."""
-    n_chunks = len(plan.chunks)
-    rstd = ro.sbuf((m, g), F32, "rstd")
-    mean = xc = None
-    if centered and g == 1:
-        pieces = [
-            (c, p0, min(c1 - c0, p0 + BN_STATS_FMAX))
-            for c, (c0, c1) in enumerate(plan.chunks)
-            for p0 in range(0, c1 - c0, BN_STATS_FMAX)
-        ]
-        stats = ro.sbuf((m, len(pieces), BN_STATS_WIDTH), F32, "bn_stats")
-    else:
-        part = ro.sbuf((m, g, n_chunks), F32, "sum_sq")
-    kept = []
-    for c in range(n_chunks):
-        ld = pf.next()
-        xt = ld["x"]
-        if n_chunks == 1:
-            kept.append(ld)
-        if centered and g == 1:
-            for k, (_, p0, p1) in enumerate(pieces):
-                if pieces[k][0] == c:
-                    nisa.bn_stats(dst=stats[:, k, :], data=xt[:, 0, p0:p1])
-            continue
-        if centered:  # G > 1, one chunk: two-pass variance over the block
-            mean = ro.sbuf((m, g), F32, "mean")
-            ro.row_reduce(mean, xt, nl.add)
-            nisa.tensor_scalar(dst=mean, data=mean, op0=nl.multiply, operand0=1.0 / d)
-            xc = ro.sbuf(xt.shape, F32, "x_centered")
-            ro.apply_col(xc, xt, nl.subtract, mean)
-            xt = xc
-        sq = ro.sbuf(xt.shape, F32, "x_sq")
-        ro.act_rows(sq, xt, nl.square, sums=part[:, :, c])
-    if centered and g == 1:
-        mv = ro.sbuf((m, 2), F32, "mean_var")
-        nisa.bn_aggr(dst=mv, data=stats)
-        nisa.activation(dst=rstd, op=nl.rsqrt, data=mv[:, 1:2], bias=eps_t)
-        return mv[:, 0:1], rstd, None, kept
-    ss = part[:, :, 0]
-    if n_chunks > 1:
-        ss = ro.sbuf((m, g), F32, "sum_sq_total")
-        ro.row_reduce(ss, part, nl.add)
-    nisa.activation(dst=rstd, op=nl.rsqrt, data=ss, scale=1.0 / d, bias=eps_t)
-    return mean, rstd, xc, kept
 
 
 # ---------------------------------------------------------------- backward
