@@ -28,7 +28,7 @@ from . import _rowops as ro
 from ._args import Tensor
 from ._boxes import Group, hbm
 from ._common import caller_location, fail
-from ._rows import Operand, RowSpace
+from ._rows import P_MAX, Operand, RowSpace
 
 GPSIMD = nisa.engine.gpsimd
 ROW_ELEMS = 4096  # elements per partition of an SBUF rows tile (accumulating DMAs)
@@ -137,31 +137,60 @@ class IndexedRows:
     def tiles(self):
         return self.space.tiles(1)
 
-    def offsets(self, tile):
-        """The row addresses of a tile: the wrapped index of the one indexed axis, or the
-        element offsets of the rows (checked against each axis first), int32 [parts, 1]."""
+    def addressed(self):
+        """(tile, row addresses int32 [parts, 1]) for every tile: the wrapped index of the one
+        indexed axis, or the rows' element offsets (checked against each axis first). With a
+        1-D index space the indices of all full tiles load in one DMA per index tensor."""
+        tiles = self.tiles()
+        full = [t for t in tiles if t.parts == P_MAX and len(t.blocks) == 1]
+        if len(self.space.shape) != 1 or len(full) < 2:
+            for tile in tiles:
+                yield tile, self._addresses([tile], self._words(tile))[:, 0:1]
+            return
         words = []
-        for j, (k, t) in enumerate(zip(self.ax, self.idx, strict=True)):
+        for j, t in enumerate(self.idx):
+            st = int(self.space.strides[f"i{j}"][0])
+            w = ro.sbuf((P_MAX, len(full)), nl.int32, f"index{j}")
+            base = full[0].blocks[0].offsets[f"i{j}"]
+            nisa.dma_copy(dst=w, src=t.view.ap([[st, P_MAX], [st * P_MAX, len(full)]], offset=base))
+            words.append(w)
+        off = self._addresses(full, words)
+        for c, tile in enumerate(full):
+            yield tile, off[:, c : c + 1]
+        for tile in tiles[len(full) :]:
+            yield tile, self._addresses([tile], self._words(tile))[:, 0:1]
+
+    def _words(self, tile) -> list:
+        """The index words of one tile, int32 [parts, 1] per index tensor."""
+        words = []
+        for j, t in enumerate(self.idx):
             w = ro.sbuf((tile.parts, 1), nl.int32, f"index{j}")
             for blk in tile.blocks:
                 nisa.dma_copy(
                     dst=w[blk.p0 : blk.p0 + blk.parts],
                     src=hbm(t.view, blk.patterns[f"i{j}"], blk.offsets[f"i{j}"]),
                 )
+            words.append(w)
+        return words
+
+    def _addresses(self, tiles: list, words: list):
+        """Row addresses [parts, len(tiles)] from index words (column c: tiles[c])."""
+        shape = tuple(words[0].shape)
+        for k, w in zip(self.ax, words, strict=True):
             if self.wrap:  # torch wraps negative indices once: w += size * (w < 0)
-                neg = ro.sbuf((tile.parts, 1), nl.int32, "wrap")
-                n = int(self.data.shape[k])
+                neg = ro.sbuf(shape, nl.int32, "wrap")
+                n = float(self.data.shape[k])
                 nisa.tensor_scalar(
-                    dst=neg, data=w, op0=nl.less, operand0=0.0, op1=nl.multiply, operand1=float(n)
+                    dst=neg, data=w, op0=nl.less, operand0=0.0, op1=nl.multiply, operand1=n
                 )
                 nisa.tensor_tensor(dst=w, data1=w, data2=neg, op=nl.add, engine=GPSIMD)
-            words.append(w)
         if len(words) == 1:
             return words[0]
-        for k, w in zip(self.ax, words, strict=True):
-            self._check(tile, k, w)
-        off = ro.sbuf((tile.parts, 1), nl.int32, "row_offset")
-        step = ro.sbuf((tile.parts, 1), nl.int32, "stride")
+        for c, tile in enumerate(tiles):
+            for k, w in zip(self.ax, words, strict=True):
+                self._check(tile, k, w[:, c : c + 1])
+        off = ro.sbuf(shape, nl.int32, "row_offset")
+        step = ro.sbuf(shape, nl.int32, "stride")
         for j, (k, w) in enumerate(zip(self.ax, words, strict=True)):
             nisa.memset(dst=step, value=int(self.data.full.strides[k]))
             dst = off if j == 0 else step
@@ -213,8 +242,7 @@ class IndexedRows:
     # ---------------------------------------------------------------- whole launches
     def gather(self) -> None:
         """rows = D[index] (HBM -> HBM, one DMA per block)."""
-        for tile in self.tiles():
-            off = self.offsets(tile)
+        for tile, off in self.addressed():
             for blk in tile.blocks:
                 dst, src = self.rows_view(blk), self.data_rows(off, blk)
                 with self.guard():
@@ -222,8 +250,7 @@ class IndexedRows:
 
     def put(self) -> None:
         """D[index] = rows (HBM -> HBM scatter; with duplicate indices the last row wins)."""
-        for tile in self.tiles():
-            off = self.offsets(tile)
+        for tile, off in self.addressed():
             for blk in tile.blocks:
                 dst, src = self.data_rows(off, blk), self.rows_view(blk)
                 with self.guard():
@@ -234,8 +261,7 @@ class IndexedRows:
         (parts, 1) fp32 tile), through the DMA engines' read-modify-write in fp32; duplicate
         indices accumulate one after the other (unique_indices=False)."""
         boxes = self.data_rest.boxes(ROW_ELEMS)
-        for tile in self.tiles():
-            off = self.offsets(tile)
+        for tile, off in self.addressed():
             s = scale(tile) if callable(scale) else scale
             for box in boxes:
                 v = ro.sbuf((tile.parts, box.size), nl.float32, "rows")

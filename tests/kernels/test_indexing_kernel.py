@@ -119,6 +119,26 @@ def test_index_advanced_forms(rng):
     np.testing.assert_array_equal(got, x[[-6, 0, 5]])
 
 
+def test_index_many_rows(rng):
+    """Index words of all full tiles load in one DMA per index tensor (1-d index shape)."""
+    x = rng.standard_normal((40, 50)).astype(np.float32)
+    i0 = rng.integers(-40, 40, 400).astype(np.int32)
+    i1 = rng.integers(-50, 50, 400).astype(np.int32)
+    got = launch(_index_of("t", "t"), np.zeros(400, np.float32), x, i0, i1)[0]
+    np.testing.assert_array_equal(got, x[i0, i1])
+    got = launch(I.index_select, np.zeros((300, 50), np.float32), x, i0[:300] % 40, dim=0)[0]
+    np.testing.assert_array_equal(got, x[i0[:300] % 40])
+    i1[260] = 50
+    assert_out_of_bounds(
+        "index: index 50 is out of bounds for dimension 1 with size 50",
+        _index_of("t", "t"),
+        np.zeros(400, np.float32),
+        x,
+        i0,
+        i1,
+    )
+
+
 def test_index_out_of_range_names_the_axis():
     x = np.zeros((6, 5), np.float32)
     assert_out_of_bounds(
