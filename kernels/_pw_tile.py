@@ -22,6 +22,7 @@ from trnsim.nki import language as nl
 from ._common import fail
 
 F32 = nl.float32
+I32 = nl.int32
 U8 = nl.uint8
 VECTOR, SCALAR, GPSIMD = nisa.engine.vector, nisa.engine.scalar, nisa.engine.gpsimd
 FLT_MAX = 3.4028234663852886e38  # largest finite fp32
@@ -81,6 +82,11 @@ def dtype_scalar(value: float, dtype: str) -> float:
     if dtype in _HALF:
         v = float(np.asarray(v, np.float32).astype(_HALF[dtype]))
     return v
+
+
+def wrap32(v: int) -> int:
+    """A Python int reduced to int32 (two's complement wrap, as the int32 ALU wraps)."""
+    return (int(v) + 2**31) % 2**32 - 2**31
 
 
 def is_tile(x: Any) -> bool:

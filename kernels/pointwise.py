@@ -2,8 +2,9 @@
 and broadcasting, for the PyTorch device; with their float64 references.
 
 Layer: kernel library (trnsim.kernels); NKI API only. The op table (ATen name -> tile bodies +
-numpy reference) lives in pointwise_ops.py (unary), pointwise_binary.py (binary, ternary,
-integer) and pointwise_backward.py (activation backward ops); the tiling in _tiles.py; copies
+numpy reference) lives in pointwise_ops.py (unary), pointwise_binary.py (binary),
+pointwise_ternary.py (where, masked_fill, addcmul, addcdiv, lerp) and pointwise_backward.py
+(activation backward ops, dropout); the tiling in _tiles.py; copies
 and casts in _pw_copy.py.
 
 Domains. A launch computes in one of two domains:
@@ -31,7 +32,12 @@ from trnsim.nki import language as nl
 
 from . import _int64 as I64
 from . import _tiles as T
-from . import pointwise_backward, pointwise_binary, pointwise_ops  # noqa: F401  (fill OPS)
+from . import (  # noqa: F401  (they fill OPS)
+    pointwise_backward,
+    pointwise_binary,
+    pointwise_ops,
+    pointwise_ternary,
+)
 from ._common import fail
 from ._pw_copy import copy_job, run_copy
 from ._pw_tile import OPS, ConstPool, OpSpec, TileOps, Turns

@@ -1,4 +1,4 @@
-"""The pointwise op table, part 3: the activation backward ops of autograd (ATen names and
+"""The pointwise op table, part 4: the activation backward ops of autograd (ATen names and
 argument order: grad_output first), and dropout, each with its tile bodies and float64 numpy
 reference.
 
