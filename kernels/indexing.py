@@ -26,6 +26,7 @@ from ._rows import Prefetch, RowSpace, col_operand, plan_rows
 from ._scatter import scatter, scatter_ref, scatter_value
 
 COUNT_CHUNK = 4096  # indices compared per instruction when counting token frequencies
+ZERO_BYTES = 32768  # bytes per partition of the zero tile that clears grad_weight
 
 __all__ = [
     "embedding_backward",
@@ -193,11 +194,16 @@ def embedding_backward(
 
 
 def _zero_rows(view) -> None:
-    """view [R, D] = 0: one DMA per row block from a zero SBUF tile."""
+    """view [R, D] = 0: one DMA per block of G*128 rows (up to ZERO_BYTES per partition) from
+    one zero SBUF tile."""
     space = RowSpace((view.shape[0],), view.shape[1], {"w": col_operand(view, 1)})
     plan = plan_rows(space, 4, view.dtype.itemsize, "embedding_backward")
+    g = plan.g
+    if len(plan.chunks) == 1:
+        row_bytes = view.shape[1] * view.dtype.itemsize
+        g = max(1, min(ZERO_BYTES // row_bytes, -(-space.n_rows // 128)))
     zero = None
-    for tile in space.tiles(plan.g):
+    for tile in space.tiles(g):
         for c0, c1 in plan.chunks:
             if zero is None or zero.shape[0] < tile.parts or zero.shape[-1] < c1 - c0:
                 zero = ro.sbuf((128, tile.g, c1 - c0), view.dtype, "zeros")
