@@ -224,6 +224,13 @@ def test_embedding_backward(rng):
     want = np.zeros((v, d))
     np.add.at(want, ind.ravel(), g.reshape(-1, d))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    wide = np.full((301, 8), np.nan, np.float32)  # cleared as [100, 3, 8] and [1, 1, 8] tiles
+    few = np.array([[300, 0, 300]], np.int32)
+    g8 = rng.standard_normal((1, 3, 8)).astype(np.float32)
+    got = launch(I.embedding_backward, wide, g8, few)[0]
+    want = np.zeros((301, 8))
+    np.add.at(want, few.ravel(), g8.reshape(-1, 8))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
     assert_out_of_bounds(
         "embedding_backward: index 11 is out of bounds for dimension 0",
         I.embedding_backward,
