@@ -19,6 +19,7 @@ from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
 from ._common import fail
+from ._gemm_batched import batched_fits, gemm_batched
 from ._gemm_epilogue import Epilogue, epilogue_kind
 from ._kmajor import Mat, kmajor_mode, kmajor_pieces
 
@@ -75,6 +76,8 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
         fp32 operands multiply on the PE array in fp32 (a quarter of the bf16 rate); bf16/fp16
         products accumulate in fp32 PSUM; the result is rounded once to out's dtype. A
         column-major out is computed as out^T = b^T a^T so the stores stay contiguous.
+        Batches of small products (M, K <= 128, N <= 512, no addend) share loads, PSUM tiles,
+        evacuations and stores (kernels/_gemm_batched.py): one matmul per entry.
         Epilogues: alpha * acc (copy or scale, VectorE/ScalarE alternating); + column c
         (per-partition bias, both engines); + row or full c (scalar_tensor_tensor on VectorE,
         with c pre-scaled by beta on ScalarE).
@@ -91,6 +94,9 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
     epi = Epilogue(kind, float(alpha), float(beta))
     isz = dtype.itemsize
     a_mode, b_mode = kmajor_mode(problems[0].a_t), kmajor_mode(problems[0].b)
+    if batched_fits(problems, k, kind):
+        gemm_batched(problems, epi, a_mode, b_mode)
+        return
     sizes = _block_sizes(problems, k, kind, a_mode, isz)
     if sizes is None:
         _gemm_streamed(problems, k, epi, a_mode, b_mode, isz)

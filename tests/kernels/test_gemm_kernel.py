@@ -139,6 +139,23 @@ def test_gemm_batched_transposed_operands(rng):
     assert_close(got, gm.gemm_ref(a, b), "bfloat16")
 
 
+def test_gemm_small_batches_share_loads_and_stores(rng):
+    """bmm of 20 entries of 16 x 24 x 40: groups of 12 entries (one PSUM bank of results) load
+    each operand, evacuate and store once; a batch broadcast whose offsets do not step evenly
+    (b [1, 5, K, N] against out [4, 5, M, N]) loads entry by entry."""
+    a, b = randn(rng, (20, 16, 24), np.float32), randn(rng, (20, 24, 40), np.float32)
+    args = (np.zeros((20, 16, 40), np.float32), a, b)
+    prog = run_kernel(lambda o, x, y: gm.gemm(o, x, y), args, {}, chip="trn3").program
+    ops = [i.opcode for i in prog]
+    assert ops.count("nc_matmul") == 20
+    assert ops.count("dma_copy") + ops.count("dma_transpose") == 6  # 2 groups x (a, b, out)
+    got = launch(lambda o, x, y: gm.gemm(o, x, y), *args)[0]
+    assert_close(got, gm.gemm_ref(a, b), "float32", abs_frac=1)
+    a4, b4 = randn(rng, (4, 5, 16, 24), BF16), randn(rng, (1, 5, 24, 40), BF16)
+    got = launch(lambda o, x, y: gm.gemm(o, x, y), np.zeros((4, 5, 16, 40), BF16), a4, b4)[0]
+    assert_close(got, gm.gemm_ref(a4, b4), "bfloat16")
+
+
 def test_gemm_column_major_out(rng):
     """A transposed out view is computed as out^T = b^T a^T (contiguous stores)."""
     m, k, n = 70, 50, 90
