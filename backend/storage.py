@@ -137,11 +137,17 @@ class HostViews:
         return torch.as_strided(base, t.shape, t.stride(), start)
 
 
-def hbm_view(rt: Runtime, t: torch.Tensor, name: str) -> Any:
-    """The NkiTensor (HBM) a kernel sees for device tensor `t` (docs/device-kernels.md)."""
+def hbm_view(rt: Runtime, t: torch.Tensor, name: str, as_dtype: dt.DType | None = None) -> Any:
+    """The NkiTensor (HBM) a kernel sees for device tensor `t` (docs/device-kernels.md);
+    `as_dtype` reinterprets its bytes as a dtype of the same size (e.g. uint8 bits as
+    float8_e4m3, which torch lacks)."""
     from trnsim.nki.tensor import NkiTensor
 
     dtype = NKI_DTYPES.get(t.dtype)
+    if as_dtype is not None:
+        if as_dtype.itemsize != t.element_size():
+            raise TypeError(f"cannot view {t.dtype} bytes as {as_dtype.name}")
+        dtype = as_dtype
     if dtype is None:
         raise TypeError(f"{t.dtype} has no device dtype")
     st = t.untyped_storage()
@@ -150,7 +156,7 @@ def hbm_view(rt: Runtime, t: torch.Tensor, name: str) -> Any:
     shape, strides, offset = tuple(t.shape), tuple(t.stride()), t.storage_offset()
     if not shape:
         shape, strides = (1,), (1,)
-    if t.dtype == torch.int64:
+    if t.dtype == torch.int64 and as_dtype is None:
         shape, strides, offset = (*shape, 2), (*tuple(2 * s for s in strides), 1), 2 * offset
     buf = Buffer(rt.hbm, "hbm", None, 0, 1, off, max(nbytes, 1), "shared_hbm", name,
                  shape=shape, dtype=dtype)

@@ -23,6 +23,8 @@ from trnsim.backend.runtime import Runtime
 from trnsim import dtypes as dt
 
 _TORCH_DTYPES = {v.name: k for k, v in storage.NKI_DTYPES.items() if k != torch.int64}
+# NKI's IEEE-style float8_e4m3 (max 240) has no torch dtype: its bits come back as uint8.
+_TORCH_DTYPES["float8_e4m3"] = torch.uint8
 
 
 def torch_dtype(d: dt.DType) -> torch.dtype:

@@ -6,6 +6,7 @@ from trnsim.backend.ops import (  # noqa: F401
     factories,
     foreach,
     indexing,
+    library,
     linalg,
     nn,
     norms,
