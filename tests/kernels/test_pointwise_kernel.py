@@ -48,7 +48,7 @@ def _inputs(rng, kind):
         "any": 3 * x,
         "pos": np.exp(4 * x).astype(np.float32),
         # 1e-30 .. 1e30, outside log's [2^-64, 2^64]; fp32 denormals (-> -inf) excluded
-        "wide": np.maximum(np.exp(40 * x), 2.0**-126).astype(np.float32),
+        "wide": np.maximum(np.exp(np.clip(40 * x, -87, 87)), 2.0**-126).astype(np.float32),
         "gt-1": (np.exp(3 * x) - 0.999).astype(np.float32),
         "exp": 10 * x,
         "trig": (x * 10.0 ** rng.integers(-2, 5, SHAPE)).astype(np.float32),
@@ -469,6 +469,29 @@ def unpairs(p):
     return np.ascontiguousarray(p).view(np.int64).reshape(p.shape[:-1])
 
 
+def test_int32_scalars_on_multi_dim_tiles(rng):
+    a = rng.integers(-(2**31), 2**31, (3, 4, 5), dtype=np.int64).astype(np.int32)
+    view = Strided(np.ascontiguousarray(a.transpose(2, 0, 1)), (3, 4, 5), (4, 1, 12))
+    got = run_views(pw.pointwise, np.zeros((3, 4, 5), np.int32), view, op="mul", other=-7)[0]
+    np.testing.assert_array_equal(got, (torch.from_numpy(a) * -7).numpy())
+
+
+def test_int64_pair_views_broadcast_where_and_scalars(rng):
+    a = rng.integers(-(2**31), 2**31, (4, 6), dtype=np.int64)
+    row = rng.integers(-(2**20), 2**20, 6, dtype=np.int64)
+    c = rng.random((4, 6)) < 0.5
+    out = np.zeros((4, 6, 2), np.int32)
+    run_views(pw.pointwise, out, c, pairs(a), pairs(row), op="where", int64=[0, 2, 3])
+    np.testing.assert_array_equal(unpairs(out), np.where(c, a, row))
+    ge = np.zeros((4, 6), np.bool_)
+    run_views(pw.pointwise, ge, pairs(a), op="ge", other=2**30, int64=[1])
+    np.testing.assert_array_equal(ge, a >= 2**30)
+    small = rng.integers(-(2**15), 2**15, (4, 6), dtype=np.int64)
+    s2 = np.zeros((4, 6, 2), np.int32)
+    run_views(pw.pointwise, s2, pairs(small), pairs(row), op="add", alpha=3, int64=[0, 1, 2])
+    np.testing.assert_array_equal(unpairs(s2), small + 3 * row)
+
+
 def test_int64_pair_views(rng):
     a = rng.integers(-(2**31), 2**31, SHAPE, dtype=np.int64)
     b = rng.integers(-(2**20), 2**20, SHAPE, dtype=np.int64)
@@ -522,6 +545,21 @@ def test_copy_casts_like_torch(rng, src, dst):
     want = t.to(tdst or torch.from_numpy(np.zeros(1, dst)).dtype)
     want = want.float().numpy().astype(dst) if tdst else want.numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_copy_of_views(rng):
+    """.contiguous() of transposed, offset and expanded (stride-0) views; a strided output."""
+    base = rng.standard_normal(500).astype(np.float32)
+    for view in (Strided(base, (12, 30), (1, 12), offset=3), Strided(base, (7, 40), (0, 1), 9)):
+        got = run_views(pw.pointwise, np.zeros(view.shape, BF16), view, op="copy")[0]
+        np.testing.assert_array_equal(got, view.expected().astype(BF16))
+    out = np.zeros(900, np.float32)
+    dst = Strided(out, (12, 30), (60, 2), offset=1)
+    got = run_views(pw.pointwise, dst, Strided(base, (12, 30), (1, 12), offset=3), op="copy")[0]
+    np.testing.assert_array_equal(
+        Strided(got, dst.shape, dst.strides, 1).expected(),
+        Strided(base, (12, 30), (1, 12), offset=3).expected(),
+    )
 
 
 def test_copy_int64_pairs(rng):
@@ -620,6 +658,30 @@ def test_multi_tile_prefetch_and_engines(rng):
     assert ops[:5] == ["dma_copy"] * 4 + ["tensor_tensor"]  # tile 1's loads before tile 0's add
     assert {i.engine for i in prog if i.opcode == "tensor_tensor"} == {"vector", "gpsimd"}
     assert len(prog) == 4 * 3  # three tiles: two loads, one add, one store each
+    sbuf = [o for i in prog if i.opcode == "dma_copy" for o in i.operands if o.partitions > 1]
+    full = [o for o in sbuf if o.partitions == 128]  # all but the 77-element tail tile
+    assert len(full) == len(sbuf) - 3
+    assert min(o.nbytes // o.partitions for o in full) >= 2048  # >= 2 KiB per partition
+
+
+@pytest.mark.parametrize("chip", ["trn1", "trn2"])
+def test_other_chips(rng, chip):
+    """NeuronCore-v2 (no ScalarE tensor_copy, tile-only activation biases) and v3."""
+    for op, kind in (
+        ("log", "wide"),
+        ("exp", "exp"),
+        ("hardswish", "any"),
+        ("cos", "trig"),
+        ("floor", "round"),
+        ("elu", "any"),
+    ):
+        x = _inputs(rng, kind)
+        check(run(op, x, chip=chip), pw.pointwise_ref(op, x), factor=4)
+    a = rng.integers(-1000, 1000, SHAPE).astype(np.int32)
+    b = rng.integers(1, 50, SHAPE).astype(np.int32)
+    got = run("div", a, b, out_dtype=np.int32, chip=chip, rounding_mode="floor")
+    np.testing.assert_array_equal(got, a // b)
+    np.testing.assert_array_equal(run("copy", a, out_dtype=np.int8, chip=chip), a.astype(np.int8))
 
 
 def test_tiny_launches_issue_few_instructions():
