@@ -146,6 +146,8 @@ def check_attention(what, out, q, k, v, scale, attn_mask, lse=None, grads=()):
     if bk != b_n or dk != d or tuple(v.shape) != tuple(k.shape):
         fail(f"{what}: k and v must be [B={b_n}, Hkv, Skv, D={d}] alike; got k "
              f"{list(k.shape)}, v {list(v.shape)}")
+    if skv < 1 or d < 1:
+        fail(f"{what}: Skv={skv} and D={d} must be >= 1 (no keys: the output is undefined)")
     if hkv < 1 or h_n % hkv:
         fail(f"{what}: q has H={h_n} heads, k/v Hkv={hkv}; H must be a multiple of Hkv (GQA)")
     if d > D_MAX:
