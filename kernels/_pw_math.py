@@ -30,7 +30,7 @@ from typing import Any
 
 from trnsim.nki import language as nl
 
-from ._pw_tile import FLT_MAX, U8, TileOps
+from ._pw_tile import FLT_MAX, GPSIMD, SCALAR, U8, VECTOR, TileOps
 
 LOG_LO, LOG_HI = 2.0**-64, 2.0**64  # log's valid input range (nki-api.md §8.2)
 INT_RANGE = 2.0**31  # |x| below which the float -> int32 conversion does not saturate
@@ -57,10 +57,12 @@ def log_scaled(
     terms = []  # added to log(xc), in order
     r, rc = x, xc
     if wide:
+        # Engines chosen for balance: VectorE does the clamps and ALU powers, ScalarE the
+        # scalings and logs, GpSimd the tensor-tensor steps.
         b = k.tmp(name="log_b")
         k.ts(b, x, nl.multiply, LOG_HI, nl.minimum, 1.0)
         r = k.tmp(name="log_r")
-        k.stt(r, x, nl.multiply, LOG_LO, nl.maximum, b)
+        k.mul_then(r, x, LOG_LO, nl.maximum, b, SCALAR)
         rc = k.tmp(name="log_rc")
         k.ts(rc, r, nl.maximum, LOG_LO, nl.minimum, LOG_HI)
         y2 = k.tmp(name="log_y2")
@@ -75,33 +77,33 @@ def log_scaled(
         k.act(y, nl.log, xc)
         last = terms.pop() if scale == 1.0 else None
         for t in terms:
-            k.tt(y, y, t, nl.add)
+            k.tt(y, y, t, nl.add, GPSIMD)
         if last is not None:
-            k.tt(dst, y, last, nl.add)
+            k.tt(dst, y, last, nl.add, GPSIMD)
         else:
             k.ts(dst, y, nl.multiply, scale)
     # Special values: r == rc except for x <= 0, x = +inf, nan and denormals.
     special = k.tmp(U8, "log_special")
-    k.tt(special, r, rc, nl.not_equal)
+    k.tt(special, r, rc, nl.not_equal, GPSIMD)
     q = k.tmp(name="log_q")
     k.ts(q, r, nl.maximum, -FLT_MAX, nl.power, 0.5)  # sqrt: <0 (and -inf) -> nan
     w = k.tmp(name="log_w")
     k.ts(w, q, nl.abs, None, nl.reciprocal)  # +-0 (and denormal r) -> inf
     sv = k.tmp(dst.dtype, "log_sv")
-    k.stt(sv, w, nl.multiply, -FLT_MAX, nl.add, q)  # 0 -> -inf, +inf -> +inf, <0 -> nan
+    k.mul_then(sv, w, -FLT_MAX, nl.add, q, SCALAR)  # 0 -> -inf, +inf -> +inf, <0 -> nan
     k.overwrite(dst, special, sv)
 
 
 def sin_reduced(k: TileOps, dst: Any, x: Any, cosine: bool = False) -> None:
     """dst = sin(x) (or cos(x)) for any x, via x - k*2pi in [-pi, pi] (module doc)."""
-    q = k.tmp(name="trig_q")
-    k.affine(q, x, INV_TWO_PI, MAGIC)
+    q = k.tmp(name="trig_q")  # engines chosen for balance between VectorE, ScalarE, GpSimd
+    k.ts(q, x, nl.multiply, INV_TWO_PI, nl.add, MAGIC, engine=SCALAR)
     n = k.tmp(name="trig_k")
-    k.ts(n, q, nl.subtract, MAGIC)
+    k.ts(n, q, nl.subtract, MAGIC, engine=SCALAR)
     r = k.tmp(name="trig_r")
-    k.stt(r, n, nl.multiply, -_C1, nl.add, x)
-    k.stt(r, n, nl.multiply, -_C2, nl.add, r)
-    k.stt(r, n, nl.multiply, -_C3, nl.add, r)
+    k.mul_then(r, n, -_C1, nl.add, x, VECTOR)
+    k.mul_then(r, n, -_C2, nl.add, r, SCALAR)
+    k.mul_then(r, n, -_C3, nl.add, r, SCALAR)
     if cosine:
         k.ts(r, r, nl.abs, None, nl.minimum, PI_F32_BELOW)
         k.act(dst, nl.sin, r, scale=-1.0, bias=math.pi / 2)  # sin(pi/2 - |r|)
@@ -121,14 +123,14 @@ def round_int(k: TileOps, dst: Any, x: Any, mode: str) -> None:
     """dst = round(x) to an integer value; mode 'round' (half to even), 'floor', 'ceil' or
     'trunc' (module doc)."""
     ri = k.tmp(nl.int32, "rnd_i")
-    k.copy(ri, x)  # float -> int32: round to nearest even, saturating
+    k.copy(ri, x, SCALAR)  # float -> int32: round to nearest even, saturating
     res = k.tmp(dst.dtype, "rnd_res")
     if mode == "round":
-        k.copy(res, ri)
+        k.copy(res, ri, GPSIMD)
     elif mode in ("floor", "ceil"):
         d = k.tmp(name="rnd_d")
-        k.tt(d, ri, x, nl.greater if mode == "floor" else nl.less)
-        k.tt(res, ri, d, nl.subtract if mode == "floor" else nl.add)
+        k.tt(d, ri, x, nl.greater if mode == "floor" else nl.less, GPSIMD)
+        k.tt(res, ri, d, nl.subtract if mode == "floor" else nl.add, GPSIMD)
     else:  # trunc: step ri one towards zero where it rounded away from zero
         ax = k.tmp(name="rnd_ax")
         k.ts(ax, x, nl.abs)

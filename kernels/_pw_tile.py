@@ -98,7 +98,7 @@ class Turns:
     launch so consecutive tiles land on different engines."""
 
     def __init__(self) -> None:
-        self.n = {"tt": 0, "copy": 0, "affine": 0}
+        self.n = {"tt": 0, "copy": 0, "affine": 0, "mul_then": 0}
 
     def next(self, kind: str, engines: tuple) -> Any:
         i = self.n[kind]
@@ -146,15 +146,17 @@ class TileOps:
         """A (P, 1) fp32 tile holding `value` (an activation bias)."""
         return self.pool.get(float(value), F32, self.parts)
 
-    def iconst(self, value: int) -> Any:
-        """An int32 tile of the tile's shape holding `value` (a stride-0 view of a (P, 1) tile),
-        for GpSimd's exact int32 tensor_tensor."""
-        t = self.pool.get(int(value), nl.int32, self.parts)
+    def _spread(self, t: Any) -> Any:
         for _ in self.shape[2:]:
             t = t.expand_dim(len(t.shape))
         for d, n in enumerate(self.shape[1:]):
             t = t.broadcast(d + 1, n)
         return t
+
+    def iconst(self, value: int) -> Any:
+        """An int32 tile of the tile's shape holding `value` (a stride-0 view of a (P, 1) tile),
+        for GpSimd's exact int32 tensor_tensor."""
+        return self._spread(self.pool.get(int(value), nl.int32, self.parts))
 
     # -- instructions
     def tt(self, dst: Any, a: Any, b: Any, op: Any, engine: Any = None) -> None:
@@ -173,8 +175,17 @@ class TileOps:
         c1: Any = None,
         rev0: bool = False,
         rev1: bool = False,
+        engine: Any = None,
     ) -> None:
-        """dst = (a <op0> c0) <op1> c1 with scalar operands, on VectorE."""
+        """dst = (a <op0> c0) <op1> c1 with scalar operands, on VectorE; a multiply/add of
+        scalars goes to ScalarE every other time (an activation copy with scale and bias
+        rounds the same two ways), or always with engine=SCALAR."""
+        aff = self._affine_form(op0, c0, op1, c1) if not (rev0 or rev1) else None
+        if engine is None and aff is not None:
+            engine = self.turns.next("affine", (VECTOR, SCALAR))
+        if aff is not None and engine == SCALAR:
+            self.act(dst, nl.copy, a, scale=aff[0], bias=aff[1])
+            return
         nisa.tensor_scalar(
             dst=dst,
             data=a,
@@ -186,6 +197,32 @@ class TileOps:
             reverse1=rev1,
             engine=VECTOR,
         )
+
+    @staticmethod
+    def _affine_form(op0: Any, c0: Any, op1: Any, c1: Any) -> tuple[float, float] | None:
+        """(scale, bias) when (x op0 c0) op1 c1 is x * scale + bias with scalars, else None."""
+        if is_tile(c0) or is_tile(c1):
+            return None
+        if op0 is nl.multiply and op1 is None:
+            return float(c0), 0.0
+        if op0 is nl.multiply and op1 in (nl.add, nl.subtract):
+            return float(c0), float(c1) if op1 is nl.add else -float(c1)
+        if op0 in (nl.add, nl.subtract) and op1 is None:
+            return 1.0, float(c0) if op0 is nl.add else -float(c0)
+        return None
+
+    def mul_then(self, dst: Any, a: Any, c: float, op: Any, b: Any, engine: Any = None) -> None:
+        """dst = (a * c) <op> b with b a tile: a VectorE scalar_tensor_tensor, or (every other
+        time, or with engine=SCALAR) a ScalarE scaled copy then a GpSimd tensor_tensor (the
+        same two roundings), to move work off VectorE in long composites."""
+        if engine is None:
+            engine = self.turns.next("mul_then", (VECTOR, SCALAR))
+        if engine == VECTOR:
+            self.stt(dst, a, nl.multiply, float(c), op, b)
+            return
+        t = self.tmp(name="mul_then")
+        self.act(t, nl.copy, a, scale=float(c))
+        self.tt(dst, t, b, op, GPSIMD)
 
     def stt(
         self,
