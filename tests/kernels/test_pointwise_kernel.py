@@ -459,6 +459,35 @@ def test_bool_ops():
     )
 
 
+def test_integer_edge_semantics(rng):
+    a = rng.integers(-5, 6, (4, 5)).astype(np.int32)
+    b = rng.integers(0, 4, (4, 5)).astype(np.int32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    np.testing.assert_array_equal(run("pow", a, b, out_dtype=np.int32), torch.pow(ta, tb).numpy())
+    np.testing.assert_array_equal(run("pow", a, out_dtype=np.int32, exponent=3), a**3)
+    lo, hi = np.full(5, -2, np.int32), np.full((4, 1), 3, np.int32)
+    np.testing.assert_array_equal(run("clamp", a, lo, hi, out_dtype=np.int32), np.clip(a, lo, hi))
+    np.testing.assert_array_equal(run("relu", a, out_dtype=np.int32), np.maximum(a, 0))
+    i8 = np.array([-128, -5, 0, 7], np.int8)
+    for op in ("abs", "neg", "sign"):
+        want = getattr(torch, op)(torch.from_numpy(i8)).numpy()
+        np.testing.assert_array_equal(run(op, i8, out_dtype=np.int8), want, op)
+
+
+def test_masks_and_tensor_fill_values(rng):
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    m = rng.random((4, 5)) < 0.5
+    v = np.array([7.5], np.float32)  # masked_fill.Tensor: a 0-d value as shape (1,)
+    np.testing.assert_array_equal(run("masked_fill", a, m, v), np.where(m, 7.5, a))
+    m8 = m.astype(np.uint8)  # a byte mask works as a predicate too
+    np.testing.assert_array_equal(run("where", m8, a, other=1.0), np.where(m8, a, 1.0))
+    x = np.array([np.nan, np.inf, -np.inf, 1.5], np.float32).astype(BF16)
+    want = torch.nan_to_num(torch.from_numpy(x.astype(np.float32)).bfloat16())
+    np.testing.assert_array_equal(
+        run("nan_to_num", x, out_dtype=BF16).astype(np.float32), want.float().numpy()
+    )
+
+
 def pairs(a):
     """An int64 array as its int32 pair view (shape S + (2,))."""
     a = np.ascontiguousarray(a, np.int64)
@@ -703,6 +732,10 @@ def test_bias_loaded_once(rng):
 # ---------------------------------------------------------------- multi-tensor
 
 
+def _foreach_mul_(ts):
+    pw.pointwise_multi(ts, ts, op="mul", other=3.0)
+
+
 def test_pointwise_multi(rng):
     shapes = [(3, 4), (129,), (2, 3, 5)]
     xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
@@ -711,9 +744,14 @@ def test_pointwise_multi(rng):
     run_views(pw.pointwise_multi, outs, xs, ys, op="add", alpha=[1.0, 2.0, -1.0])
     for o, x, y, al in zip(outs, xs, ys, (1.0, 2.0, -1.0), strict=True):
         check(o, x.astype(np.float64) + al * y, factor=1)
-    run_views(pw.pointwise_multi, xs, xs, op="mul", other=3.0)  # in place, _foreach_mul_
-    for o, x in zip(outs, xs, strict=True):
-        assert x.shape == o.shape
+    want = [x * np.float32(3.0) for x in xs]
+    nki.simulate(_foreach_mul_)(xs)  # in place: the same HBM tensors as outs and inputs
+    for x, w in zip(xs, want, strict=True):
+        np.testing.assert_array_equal(x, w)
+    bf = [np.zeros(s, BF16) for s in shapes]
+    run_views(pw.pointwise_multi, bf, ys, op="copy")  # _foreach_copy_ with a cast
+    for o, y in zip(bf, ys, strict=True):
+        np.testing.assert_array_equal(o, y.astype(BF16))
 
 
 # ---------------------------------------------------------------- rejections
@@ -820,3 +858,46 @@ def test_random_layouts_sweep(seed):
     out = np.zeros(shape, np.float32)
     run_views(pw.pointwise, out, view, b, op="sub", alpha=0.5)
     check(out, a.astype(np.float64) - 0.5 * b, factor=1)
+
+
+def _permuted_view(rng, a):
+    """`a` as a view of a permuted contiguous copy (a non-contiguous layout of its values)."""
+    perm = rng.permutation(a.ndim)
+    base = np.ascontiguousarray(a.transpose(perm))
+    strides = [0] * a.ndim
+    acc = 1
+    for d in reversed(range(a.ndim)):
+        strides[perm[d]] = acc
+        acc *= a.shape[perm[d]]
+    return Strided(base, a.shape, strides)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_random_ops_dtypes_layouts_sweep(seed):
+    rng = np.random.default_rng(900 + seed)
+    dtype = (np.float32, BF16, np.float16)[seed % 3]
+    nd = int(rng.integers(1, 4))
+    shape = tuple(int(n) for n in rng.integers(1, 200 if nd < 3 else 30, nd))
+    for op in sorted(UNARY):
+        kind, _, factor, attrs = UNARY[op]
+        x = np.resize(_inputs(rng, kind), shape)  # the op's input kind, repeated
+        with np.errstate(over="ignore"):  # fp16: large inputs become inf
+            x = x.astype(np.float32).astype(dtype)
+        if op in ("log", "log2", "log10", "sqrt", "rsqrt"):
+            x = np.abs(x)
+        out = np.zeros(shape, dtype)
+        run_views(pw.pointwise, out, _permuted_view(rng, x), op=op, **attrs)
+        with np.errstate(over="ignore"):  # results beyond the dtype's range round to inf
+            want = pw.pointwise_ref(op, x.astype(np.float32), **attrs).astype(dtype)
+        check(out, want, np.dtype(dtype).name, factor=2 * factor)
+    for op in ("add", "mul", "div", "maximum", "atan2", "lerp"):
+        a = rng.standard_normal(shape).astype(dtype)
+        b = (rng.standard_normal(shape[-1:]) + 3).astype(dtype)  # broadcast along rows
+        extra = (np.full(shape[-1:], 0.3, dtype),) if op == "lerp" else ()
+        out = np.zeros(shape, dtype)
+        run_views(pw.pointwise, out, _permuted_view(rng, a), b, *extra, op=op)
+        want = pw.pointwise_ref(
+            op, a.astype(np.float32), b.astype(np.float32), *(e.astype(np.float32) for e in extra)
+        )
+        check(out, want, np.dtype(dtype).name, factor=4)
