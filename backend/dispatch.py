@@ -56,7 +56,9 @@ def make_kernel(entry: OpEntry, overload: Any, rt: Runtime) -> Any:
         if kernel is not None and rt.mode == "kernel":
             host.check_devices(rt, name, args, kwargs)
             try:
-                return kernel(*args, **kwargs)
+                result = kernel(*args, **kwargs)
+                rt.kernel_runs[name] += 1
+                return result
             except HostOnly as why:
                 rt.note_host_run(f"{name} ({why.reason})")
         elif rt.mode == "kernel":

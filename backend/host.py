@@ -85,6 +85,11 @@ class HostCall:
     def _result(self, r: torch.Tensor) -> torch.Tensor:
         if r.device.type != "cpu":
             return r
+        if r._is_zerotensor():  # storage-less zeros: real zeros on the device
+            out = storage.empty_strided(self.rt, r.shape, storage.contiguous_strides(r.shape),
+                                        r.dtype)
+            self.views.of(out).zero_()
+            return out
         for dev, h in self.pairs:  # an argument itself (in-place, out=)
             if r is h:
                 return dev

@@ -43,6 +43,7 @@ class Runtime:
         self.fallback = settings.fallback
         self.fallback_counts: Counter[str] = Counter()  # ATen op -> host fallback runs
         self.host_counts: Counter[str] = Counter()  # "op (why)" -> kernel-mode ops run on host
+        self.kernel_runs: Counter[str] = Counter()  # ATen overload -> runs on its kernels
         self.warned: set[str] = set()
         self.lock = threading.RLock()
         self.clock_ns = 0.0  # simulated device time of every launch so far

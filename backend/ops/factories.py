@@ -39,8 +39,19 @@ def arange_out(start, end, step=1, *, out):
     return out
 
 
-reference_only(*(n for n in cpu_overloads("arange", "linspace", "logspace", "eye")
-                 if n not in REGISTRY), group="factories")
+@op("_efficientzerotensor", kernels="fill")
+def efficientzerotensor(size, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """PyTorch's storage-less zero tensor (autograd's zero gradients): on this device a real
+    tensor of zeros (a Python device cannot hold the ZeroTensor kind)."""
+    from trnsim.backend.ops.pointwise import _fill
+
+    t = storage.empty(runtime(), size, dtype or torch.get_default_dtype())
+    return _fill(t, 0)
+
+
+reference_only(*(n for n in cpu_overloads("arange", "linspace", "logspace", "eye",
+                                          "_efficientzerotensor", "scalar_tensor", "tril_indices",
+                                          "triu_indices") if n not in REGISTRY), group="factories")
 reference_only(*cpu_overloads("uniform", "normal", "bernoulli", "random", "exponential",
                               "geometric", "cauchy", "log_normal", "multinomial", "randperm"),
                note="drawn from torch's CPU generator (torch.manual_seed applies)",

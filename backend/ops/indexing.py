@@ -111,6 +111,8 @@ def embedding_dense_backward(grad_output, indices, num_weights, padding_idx,
         return gw
     if grad_output.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise HostOnly(f"{grad_output.dtype} gradient")
+    if indices.dim() == 0:  # one token: a batch of one
+        indices, grad_output = indices.view(1), grad_output.view(1, d)
     launch(indexing.embedding_backward, gw, grad_output, indices,
            aten_op="aten::embedding_dense_backward",
            names=("grad_weight", "grad_output", "indices"), padding_idx=int(padding_idx),

@@ -76,6 +76,7 @@ def make(name: str, kop: str, fixed: dict[str, Any]) -> Any:
     inplace, outs = written(overload)
     operands = kernel_ops()[kop]
     scalar_ok = set(OPS[kop].scalar_args)
+    defaults = dict(OPS[kop].attrs)
     aten_op = f"aten::{name.split('.')[0]}"
 
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -100,6 +101,8 @@ def make(name: str, kop: str, fixed: dict[str, Any]) -> Any:
             value = scalar_of(value)
             if kname in operands and isinstance(value, torch.Tensor):
                 tensors.append((operands.index(kname), value))
+            elif value is None and defaults.get(kname) is not None:
+                continue  # ATen's None means the kernel's default (nan_to_num's nan=0.0)
             else:
                 attrs[kname] = value
         for kname in operands:  # scalars where the kernel takes only tensors: 0-d tensors
