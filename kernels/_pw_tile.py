@@ -26,8 +26,6 @@ I32 = nl.int32
 U8 = nl.uint8
 VECTOR, SCALAR, GPSIMD = nisa.engine.vector, nisa.engine.scalar, nisa.engine.gpsimd
 FLT_MAX = 3.4028234663852886e38  # largest finite fp32
-# fp32 arithmetic on integers is exact below 2^24; the int conversions saturate at 2^31.
-EXACT_INT = 2.0**24
 _HALF = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
 
 

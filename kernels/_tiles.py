@@ -16,18 +16,29 @@ How the boxes are chosen:
    same-layout contiguous operands become one dim, a row-broadcast bias keeps two.
 3. A few candidate layouts are scored by an estimated time (TILE_COST per tile plus the
    elements streamed per partition), then partitions used, then a unit-stride innermost free
-   dim (long DMA runs): each dim may be the partition dim (chunks
-   of 128, ragged last chunk) or be split into [p, C] rows (p = 128, or a divisor of the dim in
-   [64, 128] so no remainder is left; a remainder of < p rows is tiled on its own). Free dims
-   are taken from the innermost outwards while they fit `max_free`; the first one that does
-   not fit is chunked (balanced chunks); dims left over are looped. A contiguous tensor of N
-   elements thus becomes [128, N // 128] (free chunks of <= max_free) plus one [1, N % 128]
-   remainder, a 4x4 tensor one [16, 1] tile, a [M, N] + [N] bias add [128, N] row blocks.
+   dim (long DMA runs). Each dim may be the partition dim (chunks of 128, ragged last chunk) or
+   be split into [p, C] rows (p = a divisor of the dim in [64, 128], so nothing is left over,
+   else 128 with a remainder of < 128 rows tiled on its own). Free dims are taken from the
+   innermost outwards while they fit `max_free`; the first one that does not fit is chunked
+   (balanced chunks); dims left over are looped. So a contiguous tensor of N elements becomes
+   [p, N / p] (p | N, 64 <= p <= 128) or [128, N // 128] plus a [N % 128, 1] remainder, in
+   free chunks of <= max_free; small odd sizes one [1, N] tile (4x4 -> one [16, 1] tile,
+   N = 1009 -> one [1, 1009]); an [M, N] + [N] bias add [128, N] row blocks (the bias loaded
+   once); a transposed operand [128, ...] blocks with element-strided DMAs on its side.
 
 `prefetched` loads the input tiles of tile i+1 before yielding tile i (so the DMA queue does not
 wait for tile i's compute), keeps a stride-0 free dim compact in SBUF (loaded once per row,
 broadcast to the compute engines by a stride-0 SBUF view), and reuses a load whose access
 pattern repeats from one tile to the next (a bias vector is read once, not once per row block).
+
+Usage (kernels/pointwise.py, fill.py and optim.py are examples):
+
+    ops = [T.operand(out, out.shape, "out"), T.operand(x, out.shape, "x")]
+    tiles = T.plan(out.shape, ops, T.free_budget(bytes_per_element))
+    for tile, (xt,) in T.prefetched(tiles, ops, [T.Load(1)]):
+        res = nl.ndarray(tile.shape, dtype=out.dtype, buffer=nl.sbuf)
+        ...  # compute res from xt (both of shape tile.shape = (parts, *free))
+        T.store(tile, ops[0], 0, res)
 
 Operands can also be *virtual index operands* (`index_operand`): no tensor, only strides over
 S; their per-tile access gives the affine pattern of a logical index (iota's offset,

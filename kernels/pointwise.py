@@ -4,16 +4,18 @@ and broadcasting, for the PyTorch device; with their float64 references.
 Layer: kernel library (trnsim.kernels); NKI API only. The op table (ATen name -> tile bodies +
 numpy reference) lives in pointwise_ops.py (unary), pointwise_binary.py (binary),
 pointwise_ternary.py (where, masked_fill, addcmul, addcdiv, lerp) and pointwise_backward.py
-(activation backward ops, dropout); the tiling in _tiles.py; copies
-and casts in _pw_copy.py.
+(activation backward ops, dropout); the tiling in _tiles.py; copies and casts in _pw_copy.py;
+range reductions in _pw_math.py.
 
 Domains. A launch computes in one of two domains:
 * float: engines read every operand as fp32 (int and bool operands exactly below 2^24), compute
   in fp32 and round once into the output's dtype (nki-api.md §5A.2);
 * integer (integer or bool outputs; integer comparisons): operands are widened to int32 tiles
-  (DMA casts, exact), add/subtract/multiply/max/min/comparisons run on GpSimd's exact 32-bit
-  integer ALU (wrapping like PyTorch's int32), bitwise ops on VectorE's bitvec ALU; int8, int16
-  and uint8 results keep the low bits (wrap) as PyTorch does.
+  (DMA casts, exact), add/subtract/multiply/max/min/comparisons (also abs, neg, square, clamp)
+  run on GpSimd's exact 32-bit integer ALU (wrapping like PyTorch's int32), bitwise ops on
+  VectorE's bitvec ALU, floor/trunc division and remainders exactly (pointwise_binary.py),
+  selections bit for bit; pow goes through fp32 (exact while results are below 2^24). int8,
+  int16 and uint8 results keep the low bits (wrap) as PyTorch does.
 int64 operands are int32 pair views (device-kernels.md): named in `int64`, they are read by
 their low words (values in int32 range: the backend checks) and written as both words with the
 high word the sign extension, so int64 arithmetic is exact while results stay in int32 range.
