@@ -3,9 +3,9 @@ and broadcasting, for the PyTorch device; with their float64 references.
 
 Layer: kernel library (trnsim.kernels); NKI API only. The op table (ATen name -> tile bodies +
 numpy reference) lives in pointwise_ops.py (unary), pointwise_binary.py (binary),
-pointwise_ternary.py (where, masked_fill, addcmul, addcdiv, lerp) and pointwise_backward.py
-(activation backward ops, dropout); the tiling in _tiles.py; copies and casts in _pw_copy.py;
-range reductions in _pw_math.py.
+pointwise_ternary.py (where, masked_fill, addcmul, addcdiv, lerp), pointwise_backward.py
+(activation backward ops, dropout) and pointwise_extra.py (further ATen ops); the tiling in
+_tiles.py; copies and casts in _pw_copy.py; range reductions in _pw_math.py.
 
 Domains. A launch computes in one of two domains:
 * float: engines read every operand as fp32 (int and bool operands exactly below 2^24), compute
@@ -37,6 +37,7 @@ from . import _tiles as T
 from . import (  # noqa: F401  (they fill OPS)
     pointwise_backward,
     pointwise_binary,
+    pointwise_extra,
     pointwise_ops,
     pointwise_ternary,
 )
