@@ -11,9 +11,8 @@ rounded quotient). Float floor/trunc division and remainder/fmod take floor/trun
 quotient; PyTorch derives them from an exact fmod, so they can differ where x / y lies within an
 ulp of an integer (quotients of integer-valued floats below 2^23 are exact), and with
 non-finite operands they follow the fp32 quotient (inf // 2 = inf, -3 // inf = -0; PyTorch gives
-nan and -1). Integer division is
-exact: an fp32 estimate of the quotient, refined once by the exact int32 remainder (GpSimd),
-then corrected by one towards floor or trunc. Integer division by zero gives an undefined value
+nan and -1). Integer division is exact: an fp32 estimate of the quotient, refined once by the
+exact int32 remainder (GpSimd), then corrected by one towards floor or trunc. Integer division by zero gives an undefined value
 (PyTorch raises).
 """
 
