@@ -8,12 +8,15 @@ domain (GpSimd's exact int32 ALU takes tensors only).
 Division: the ALU's divide, fmod and mod are not available on hardware (nki-api.md §6.2), so
 x / y is x * (1/y) (VectorE reciprocal, then one multiply: within ~1.5 ulp of the correctly
 rounded quotient). Float floor/trunc division and remainder/fmod take floor/trunc of that fp32
-quotient; PyTorch derives them from an exact fmod, so they can differ where x / y lies within an
-ulp of an integer (quotients of integer-valued floats below 2^23 are exact), and with
+quotient and correct it once by the remainder r = x - q * y (q moves by one where r has the
+wrong sign or |r| >= |y|), so an exact quotient that x * (1/y) rounded below an integer
+(5.125 / 5.125 = 0.99999994) still floors to it, as PyTorch's exact fmod gives. r itself is
+computed in fp32: where q * y is not exact in fp32 and x / y lies within an ulp of an integer
+(12 / 0.3), the result can still be off by one quotient step. With
 non-finite operands they follow the fp32 quotient (inf // 2 = inf, -3 // inf = -0; PyTorch gives
 nan and -1). Integer division is exact: an fp32 estimate of the quotient, refined once by the
-exact int32 remainder (GpSimd), then corrected by one towards floor or trunc. Integer division by zero gives an undefined value
-(PyTorch raises).
+exact int32 remainder (GpSimd), then corrected by one towards floor or trunc. Integer division
+by zero gives an undefined value (PyTorch raises).
 """
 
 from __future__ import annotations
@@ -141,6 +144,55 @@ def _quotient(k: TileOps, dst: Any, x: Any, y: Any) -> None:
         k.ts(dst, r, nl.multiply, float(x))
 
 
+def _times(k: TileOps, dst: Any, a: Any, b: Any) -> None:
+    """dst = a * b, either of them a tile, the other a tile or a Python scalar."""
+    if is_tile(a) and is_tile(b):
+        k.tt(dst, a, b, nl.multiply)
+    else:
+        t, c = (a, b) if is_tile(a) else (b, a)
+        k.ts(dst, t, nl.multiply, float(c))
+
+
+def _fix_quotient(k: TileOps, q: Any, x: Any, y: Any, mode: str) -> None:
+    """q (fp32, integer-valued) = floor or trunc of x / y, corrected once in place: with
+    r = x - q*y, floor moves q up where r*y >= y*y (|r| >= |y|, r of y's sign) and down where
+    r*y < 0; trunc moves q by sign(x*y) up where r*r >= y*y and r*x >= 0, down where r*x < 0."""
+    r = k.tmp(name="fix_r")
+    _times(k, r, q, y)
+    if is_tile(x):
+        k.tt(r, x, r, nl.subtract)
+    else:
+        k.ts(r, r, nl.subtract, float(x), rev0=True)
+    yy = k.tmp(name="fix_yy") if is_tile(y) else None
+    if yy is not None:
+        k.tt(yy, y, y, nl.multiply)
+    up, down = k.tmp(name="fix_up"), k.tmp(name="fix_down")
+    if mode == "floor":
+        _times(k, down, r, y)  # r*y
+        if yy is not None:
+            k.tt(up, down, yy, nl.greater_equal)
+        else:
+            k.ts(up, down, nl.greater_equal, float(y) * float(y))
+        k.ts(down, down, nl.less, 0.0)
+        k.tt(q, q, up, nl.add)
+        k.tt(q, q, down, nl.subtract)
+        return
+    _times(k, down, r, x)  # r*x
+    k.tt(up, r, r, nl.multiply)
+    if yy is not None:
+        k.tt(up, up, yy, nl.greater_equal)
+    else:
+        k.ts(up, up, nl.greater_equal, float(y) * float(y))
+    k.ts(down, down, nl.less, 0.0)  # q too far from zero
+    k.tt(up, up, down, nl.subtract)  # +1: one step away from zero, -1: towards it
+    k.ts(up, up, nl.maximum, -1.0, nl.minimum, 1.0)
+    s = k.tmp(name="fix_s")
+    _times(k, s, x, y)
+    k.act(s, nl.sign, s)
+    k.tt(up, up, s, nl.multiply)
+    k.tt(q, q, up, nl.add)
+
+
 def _div(k, dst, v, a):
     x, y = _xy(v)
     mode = a["rounding_mode"]
@@ -149,7 +201,9 @@ def _div(k, dst, v, a):
         return
     q = k.tmp(name="div_q")
     _quotient(k, q, x, y)
-    M.round_int(k, dst, q, mode)
+    M.round_int(k, q, q, mode)
+    _fix_quotient(k, q, x, y, mode)
+    k.copy(dst, q)
 
 
 def _remainder_like(mode: str):
@@ -158,6 +212,7 @@ def _remainder_like(mode: str):
         q = k.tmp(name="rem_q")
         _quotient(k, q, x, y)
         M.round_int(k, q, q, mode)
+        _fix_quotient(k, q, x, y, mode)
         if is_tile(y):
             k.tt(q, q, y, nl.multiply)
             k.tt(dst, x, q, nl.subtract)
@@ -328,15 +383,15 @@ BINARY = (
         temps=1,
     ),
     _b("mul", _binop(nl.multiply), _binop_int(nl.multiply), _r2(np.multiply)),
-    _b("div", _div, _div_int, _div_ref, {"rounding_mode": None}, temps=8),
+    _b("div", _div, _div_int, _div_ref, {"rounding_mode": None}, temps=13),
     _b(
         "remainder",
         _remainder_like("floor"),
         _mod_int(False),
         _r2(lambda x, y: x - y * np.floor(x / y)),
-        temps=8,
+        temps=13,
     ),
-    _b("fmod", _remainder_like("trunc"), _mod_int(True), _r2(np.fmod), temps=9),
+    _b("fmod", _remainder_like("trunc"), _mod_int(True), _r2(np.fmod), temps=14),
     _b(
         "pow",
         _pow,

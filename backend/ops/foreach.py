@@ -84,6 +84,11 @@ def make(name: str, kop: str, second: str | None, fixed: dict) -> Any:
                     else scalar_of(value)
         if n is None:
             raise HostOnly("no tensor list")
+        if kop == "sub" and any(isinstance(v, bool) or (isinstance(v, list) and any(
+                isinstance(x, bool) for x in v)) for v in attrs.values()):
+            raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not "
+                               "supported. If you are trying to invert a mask, use the `~` or "
+                               "`logical_not()` operator instead.")
         if inplace:
             outs = list(b[inplace[0]])
         else:

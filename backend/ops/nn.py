@@ -81,6 +81,11 @@ def convolution_backward(grad_output, input, weight, stride, padding, dilation, 
 # ---------------------------------------------------------------- pooling
 
 
+def _pair(v) -> list[int]:
+    """An int or int[2] argument as a list (ATen may hand either)."""
+    return [int(v)] if isinstance(v, int) else [int(x) for x in v]
+
+
 def _pool_dims(self, name: str) -> None:
     require_float(name, self)
     if self.dim() not in (3, 4) or self.numel() == 0:
@@ -95,9 +100,8 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
                     (self, kernel_size, stride, padding, dilation, ceil_mode), {})
     out, idx = new(meta[0].shape, self.dtype), new(meta[1].shape, torch.int64)
     launch(pool.max_pool2d, out, idx, self, aten_op="aten::max_pool2d",
-           names=("out", "indices", "self"), kernel_size=list(kernel_size),
-           stride=list(stride), padding=list(padding) if not isinstance(padding, int) else
-           padding, dilation=list(dilation) if not isinstance(dilation, int) else dilation,
+           names=("out", "indices", "self"), kernel_size=_pair(kernel_size),
+           stride=_pair(stride), padding=_pair(padding), dilation=_pair(dilation),
            ceil_mode=bool(ceil_mode))
     return out, idx
 
@@ -110,8 +114,8 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     gi = new(self.shape, grad_output.dtype)
     launch(pool.max_pool2d_backward, gi, grad_output, indices,
            aten_op="aten::max_pool2d_backward", names=("grad_input", "grad_output", "indices"),
-           kernel_size=list(kernel_size), stride=list(stride), padding=list(padding),
-           dilation=list(dilation), ceil_mode=bool(ceil_mode))
+           kernel_size=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
+           dilation=_pair(dilation), ceil_mode=bool(ceil_mode))
     return gi
 
 
@@ -124,7 +128,7 @@ def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_i
                      divisor_override), {})
     out = new(meta.shape, self.dtype)
     launch(pool.avg_pool2d, out, self, aten_op="aten::avg_pool2d", names=("out", "self"),
-           kernel_size=list(kernel_size), stride=list(stride), padding=list(padding),
+           kernel_size=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
            ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad),
            divisor_override=divisor_override)
     return out
@@ -136,8 +140,8 @@ def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mo
     _pool_dims(self, "avg_pool2d_backward")
     gi = new(self.shape, grad_output.dtype)
     launch(pool.avg_pool2d_backward, gi, grad_output, aten_op="aten::avg_pool2d_backward",
-           names=("grad_input", "grad_output"), kernel_size=list(kernel_size),
-           stride=list(stride), padding=list(padding), ceil_mode=bool(ceil_mode),
+           names=("grad_input", "grad_output"), kernel_size=_pair(kernel_size),
+           stride=_pair(stride), padding=_pair(padding), ceil_mode=bool(ceil_mode),
            count_include_pad=bool(count_include_pad), divisor_override=divisor_override)
     return gi
 

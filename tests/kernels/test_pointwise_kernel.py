@@ -902,3 +902,20 @@ def test_random_ops_dtypes_layouts_sweep(seed):
             op, a.astype(np.float32), b.astype(np.float32), *(e.astype(np.float32) for e in extra)
         )
         check(out, want, np.dtype(dtype).name, factor=4)
+
+
+@pytest.mark.parametrize("op", ["remainder", "fmod", "div_floor", "div_trunc"])
+def test_quotients_rounded_below_an_integer_are_corrected(op):
+    """x * (1/y) can land an ulp below an exact integer quotient (5.125 / 5.125 =
+    0.99999994): the remainder correction restores floor/trunc of the exact quotient (here
+    with divisors whose multiples are exact in fp32, where the correction is exact)."""
+    x = np.array([5.125, -5.125, 7.0, -7.0, 4.5, -4.5, 0.75, 10.0, -10.0, 11.25], np.float32)
+    y = np.array([5.125, 5.125, 3.5, -3.5, 1.5, 1.5, 0.25, -2.5, 2.5, 0.375], np.float32)
+    x, y = np.tile(x, (8, 1)), np.tile(y, (8, 1))
+    name, attrs = (("div", {"rounding_mode": op[4:]}) if op.startswith("div") else (op, {}))
+    got = run(name, x, y, **attrs)
+    tx, ty = torch.from_numpy(x).double(), torch.from_numpy(y).double()
+    exact = {"remainder": torch.remainder, "fmod": torch.fmod,
+             "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+             "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc")}[op](tx, ty)
+    np.testing.assert_allclose(got, exact.float().numpy(), rtol=0, atol=2e-6)
