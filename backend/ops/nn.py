@@ -3,7 +3,7 @@ dropout (norms are in ops/norms.py, attention in ops/attention.py); the rest of 
 is reference only.
 
 Convolutions reach a Python device as `convolution_overrideable` (PyTorch's hook for devices
-it does not know); 2-D, non-transposed ones run as trnsim.kernels.conv. Dropout draws its
+it does not know); 2-D ones (transposed too) run as trnsim.kernels.conv. Dropout draws its
 mask on the host from torch's CPU generator exactly as the CPU's dropout draws its noise (so
 torch.manual_seed gives the same masks on both), then applies it on the device.
 """
@@ -34,8 +34,6 @@ def _convolution_backward_host(grad_output, input, weight, stride, padding, dila
 
 
 def _conv_args(input, weight, transposed, stride, padding, dilation):
-    if transposed:
-        raise HostOnly("transposed convolution")
     if input.dim() != 4 or weight.dim() != 4:
         raise HostOnly(f"{input.dim() - 2}-D convolution")
     if isinstance(padding, str):
@@ -54,6 +52,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     out = new(meta.shape, dtype)
     if out.numel() == 0 or input.numel() == 0:
         raise HostOnly("an empty operand")
+    if transposed:
+        launch(conv.conv_transpose2d, out, input, weight, bias,
+               aten_op="aten::conv_transpose2d", names=("out", "input", "weight", "bias"),
+               stride=s, padding=p, output_padding=[int(o) for o in output_padding],
+               dilation=d, groups=int(groups))
+        return out
     launch(conv.conv2d, out, input, weight, bias, aten_op="aten::conv2d",
            names=("out", "input", "weight", "bias"), stride=s, padding=p, dilation=d,
            groups=int(groups))
@@ -68,9 +72,16 @@ def convolution_backward(grad_output, input, weight, stride, padding, dilation, 
     s, p, d = _conv_args(input, weight, transposed, stride, padding, dilation)
     gi = new(input.shape, input.dtype) if output_mask[0] else None
     gw = new(weight.shape, weight.dtype) if output_mask[1] else None
-    gb = new((weight.shape[0],), grad_output.dtype) if output_mask[2] else None
+    gb = new((grad_output.shape[1],), grad_output.dtype) if output_mask[2] else None
     if input.numel() == 0 or grad_output.numel() == 0:
         raise HostOnly("an empty operand")
+    if transposed:
+        launch(conv.conv_transpose2d_backward, gi, gw, gb, grad_output, input, weight,
+               aten_op="aten::conv_transpose2d_backward",
+               names=("grad_input", "grad_weight", "grad_bias", "grad_output", "input",
+                      "weight"), stride=s, padding=p,
+               output_padding=[int(o) for o in output_padding], dilation=d, groups=int(groups))
+        return gi, gw, gb
     launch(conv.conv2d_backward, gi, gw, gb, grad_output, input, weight,
            aten_op="aten::conv2d_backward",
            names=("grad_input", "grad_weight", "grad_bias", "grad_output", "input", "weight"),

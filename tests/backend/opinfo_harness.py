@@ -42,7 +42,8 @@ LINALG = ["mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "dot", "matmul",
           "nn.functional.linear"]
 NN = [
     "softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.rms_norm",
-    "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.max_pool2d",
+    "nn.functional.batch_norm", "nn.functional.conv2d", "nn.functional.conv_transpose2d",
+    "nn.functional.max_pool2d",
     "nn.functional.avg_pool2d", "nn.functional.adaptive_avg_pool2d", "nn.functional.nll_loss",
     "nn.functional.cross_entropy", "nn.functional.embedding",
     "nn.functional.scaled_dot_product_attention",
