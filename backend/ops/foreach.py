@@ -118,7 +118,15 @@ def _zero(self):
         _fill(t, 0)
 
 
+def _zeros(self):
+    from trnsim.backend.ops.pointwise import _fill
+
+    return [_fill(storage.empty_strided(runtime(), t.shape, t.stride(), t.dtype), 0)
+            for t in self]
+
+
 op("_foreach_zero_", kernels="fill", group="foreach")(_zero)
+op("_foreach_zero", kernels="fill", group="foreach")(_zeros)
 for _name in _overloads():
     if _name in REGISTRY:
         continue
