@@ -33,7 +33,7 @@ from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import state_of
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.compat.neuronxcc.nki.typing import TensorType
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import ConstraintError, KernelError, RuntimeIndexError
 from trnsim.nki.context import current, maybe_current
 from trnsim.nki.jit import Kernel as GAKernel
 from trnsim.nki.runner import KernelRun, grid_points, run_kernel
@@ -148,17 +148,25 @@ class Kernel(GAKernel):
 
         entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
         entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
-        return run_kernel(
-            entry,
-            args,
-            kwargs,
-            chip=default_chip(opts),
-            grid=self.grid or None,
-            values=values,
-            generation="beta1",
-            seed=int(opts.get("seed", 0)),
-            cores_for_grid=self.cores,
-        )
+        try:
+            return run_kernel(
+                entry,
+                args,
+                kwargs,
+                chip=default_chip(opts),
+                grid=self.grid or None,
+                values=values,
+                generation="beta1",
+                seed=int(opts.get("seed", 0)),
+                cores_for_grid=self.cores,
+            )
+        except RuntimeIndexError as e:
+            # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
+            # index under oob_mode.error (the dma_copy docs' example asserts that type and
+            # text); trnsim's description stays attached as a note and as the cause.
+            err = IndexError(e.index_text)
+            err.add_note(str(e))
+            raise err from e
 
     def _timed(self, args: tuple, kwargs: dict) -> Any:
         """Run and time the launch with trnsim.profile (outputs on the Profile)."""
