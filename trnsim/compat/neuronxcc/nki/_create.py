@@ -80,8 +80,8 @@ def allocate(
     logical, pdim = parse_shape(shape)
     if space in ("sbuf", "psum"):
         return _allocate_on_chip(ctx, st, space, logical, pdim, dtype, name, direct)
-    if any(isinstance(d, _buffers.par_dim) for d in (shape if isinstance(shape, tuple) else ())):
-        raise ConstraintError("nl.par_dim applies to on-chip (sbuf/psum) tensors only")
+    # nl.par_dim on an HBM tensor marks nothing (HBM has no partitions); AWS's memory-semantics
+    # example declares its output as nl.ndarray((B, nl.par_dim(N), M), buffer=nl.shared_hbm).
     region = _buffers.shared_hbm if space == "shared_hbm" else _buffers.private_hbm
     if region is _buffers.shared_hbm and st.loops:
         raise b1_error(

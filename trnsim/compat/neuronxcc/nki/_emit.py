@@ -54,6 +54,7 @@ class Pending:
     mask: Any = None  # the instruction's mask (a Predicate or False), over `domain`
     domain: tuple[int, ...] | None = None
     out_axes: Axes | None = None
+    partition_offset: int = 0  # a fresh result starts here (a PE column tile's PSUM rows)
 
 
 # ---------------------------------------------------------------- pending results
@@ -72,12 +73,23 @@ def make_pending(
     mask: Any = None,
     domain: tuple[int, ...] | None = None,
     out_axes: Axes | None = None,
+    partition_offset: int = 0,
 ) -> tensor:
     _, st = context(label or "nki")
     st.flush()
     t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
     t._pending = Pending(
-        emit, t.shape, buffer, loc, dst_spaces, accumulates, label, mask, domain, out_axes
+        emit,
+        t.shape,
+        buffer,
+        loc,
+        dst_spaces,
+        accumulates,
+        label,
+        mask,
+        domain,
+        out_axes,
+        partition_offset,
     )
     st.pending = t
     return t
@@ -96,7 +108,12 @@ def materialize(t: tensor) -> None:
 
     try:
         name = _create.target_name(p.loc, p.label or "tmp")
-        fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
+        off = p.partition_offset
+        if off:  # the tile covers the partitions the hardware writes, [off, off + P)
+            whole = _create.allocate((off + p.shape[0], *p.shape[1:]), t.dtype, p.buffer, name)
+            fresh = whole[off : off + p.shape[0]]
+        else:
+            fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
     except KernelError as e:
         raise relocated(e, p.loc) from None
     _alias(t, fresh)
@@ -146,9 +163,11 @@ def single(
     accumulate_attr: str | None = None,
     extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
     label: str = "",
+    partition_offset: int = 0,
 ) -> tensor:
     """A pending result produced by one instruction writing operand `out` (and possibly
-    `extra_outputs`, pre-declared tiles such as reduce_res)."""
+    `extra_outputs`, pre-declared tiles such as reduce_res); a fresh result tile starts at
+    `partition_offset`."""
     loc, loops = here()
     mask = as_mask(mask)
     domain = tuple(shape if domain is None else domain)
@@ -196,6 +215,7 @@ def single(
         mask=mask,
         domain=domain,
         out_axes=out_axes,
+        partition_offset=partition_offset,
     )
 
 
