@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import semantics as sem
+from trnsim.compat.neuronxcc.nki import _spill
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
 from trnsim.compat.neuronxcc.nki._indirect import DynamicAccess, IndirectAccess
@@ -267,13 +268,20 @@ def run(
                 st.check_scope(value._buf, value.name)
         operands: dict[str, Any] = {}
         for name, value in inputs.items():
-            if isinstance(value, (tensor, IndirectAccess, DynamicAccess)):
+            if isinstance(value, tensor):
+                operands[name] = value.operand(_narrow(box, axes.get(name), value, domain), "read")
+            elif isinstance(value, (IndirectAccess, DynamicAccess)):
                 operands[name] = value.operand(_narrow(box, axes.get(name), value, domain))
             else:
                 operands[name] = value
         restore = []
+        spec = instruction_specs().get(opcode)
         for name, (dst, dst_axes) in outputs.items():
-            view = dst.operand(_narrow(box, dst_axes, dst, domain))
+            ospec = spec.operands.get(name) if spec is not None else None
+            reads = rmw or bool(residual) or (ospec is not None and ospec.access != "write")
+            sub = _narrow(box, dst_axes, dst, domain)
+            view = dst.operand(sub, "readwrite" if reads else "write") if isinstance(
+                dst, tensor) else dst.operand(sub)
             operands[name] = view
             if residual:
                 restore.append(_saved(view, mask, box, domain, opcode))
@@ -370,6 +378,7 @@ def issue(
         if e.loc is None and loc is not None:
             raise UnsupportedError(e.message, loc) from e
         raise
+    _spill.advance(ctx)
     if frames and st.tracker is not None:
         st.tracker.stamp(writes, index, rmw)
     for v in writes.values():

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _spmd
+from trnsim.compat.neuronxcc.nki import _spill, _spmd
 from trnsim.compat.neuronxcc.nki._annotations import with_checked_annotations
 from trnsim.compat.neuronxcc.nki._collective import uses_all_reduce
 from trnsim.compat.neuronxcc.nki._errors import b1_error
@@ -247,6 +247,7 @@ def _program(kernel: Kernel, *dev_args: Any, **dev_kwargs: Any) -> Any:
         bound.arguments[name] = wrapped
     result = kernel._body(*bound.args, **bound.kwargs)
     st.flush()
+    _spill.finish(ctx)
     _check_outputs(ctx, st, result, mutable, def_loc(fn), fn, kernel.mode == "simulation")
     return _unwrap(result, ctx)
 
