@@ -269,6 +269,15 @@ class BlockSlots:
                 )
             except AllocationError as e:
                 if not self.pool.evict_one(self.space):
+                    if self.space == "sbuf" and not self.pool.live(self.space):
+                        # SBUF is held by whole tiles Python keeps alive: trnsim's overflow
+                        # fallback for those (see _overflow, which warns) takes the slot too
+                        from trnsim.compat.neuronxcc.nki import _overflow
+
+                        nbytes = self.block_elems * self.dtype.itemsize
+                        return _overflow.allocate(
+                            self.ctx, self.partitions, nbytes, self.dtype, self.block_label(block)
+                        )
                     live = self.pool.live(self.space)
                     shown = ", ".join(live[:8]) + (
                         f" and {len(live) - 8} more" if len(live) > 8 else ""
