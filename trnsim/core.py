@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim import semantics as sem
 from trnsim.allocation import HBM, OnChipMemory
-from trnsim.errors import ConstraintError, UnsupportedError
+from trnsim.errors import AllocationError, ConstraintError, UnsupportedError
 from trnsim.memory import (
     ON_CHIP,
     Buffer,
@@ -138,6 +139,9 @@ class NeuronCore:
         self.state: dict[str, Any] = {}  # per-instruction-family state (e.g. PRNG states)
         # spec.check_key of the checks passed -> the attributes recorded for it (_check)
         self._checked: dict[tuple, dict[str, Any]] = {}
+        # Live on-chip tiles by allocation handle, to name them when memory is full.
+        self._live: dict[str, weakref.WeakValueDictionary] = {
+            "sbuf": weakref.WeakValueDictionary(), "psum": weakref.WeakValueDictionary()}
 
     @property
     def values(self) -> bool:
@@ -166,7 +170,12 @@ class NeuronCore:
         free = math.prod(shape[1:])
         nbytes = free * dtype.itemsize
         if address is None:
-            handle, b0 = mem.allocator.allocate(0, parts, nbytes)
+            try:
+                handle, b0 = mem.allocator.allocate(0, parts, nbytes)
+            except AllocationError as e:
+                if nbytes > mem.allocator.nbytes:  # too large alone: nothing else to say
+                    raise
+                raise AllocationError(f"{e.message}; {self._live_tiles(space)}") from None
             p0 = 0
         else:
             p0, foff = address
@@ -174,12 +183,24 @@ class NeuronCore:
             handle = mem.allocator.place(p0, parts, b0, nbytes)
         buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
+        self._live[space][handle] = buf
         view = View(buf, _whole_layout(dtype, shape))
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
         if poison and self.values:
             fill_poison(view)
         return view
+
+    def _live_tiles(self, space: str, shown: int = 6) -> str:
+        """What holds the memory: the largest live tiles of `space` (for AllocationError)."""
+        mem = self.sbuf if space == "sbuf" else self.psum
+        live = [b for h, b in list(self._live[space].items()) if h in mem.allocator._live]
+        live.sort(key=lambda b: -b.nbytes * b.partitions)
+        if not live:
+            return "no tile is live"
+        parts = [f"{b.label} ({b.nbytes} B x {b.partitions} partitions)" for b in live[:shown]]
+        more = f" and {len(live) - shown} more" if len(live) > shown else ""
+        return f"live: {', '.join(parts)}{more}"
 
     # ------------------------------------------------------------ instructions
     def _mark_psum_written(self, spec: Any, tensors: Mapping[str, Any]) -> None:

@@ -85,6 +85,12 @@ class DType:
         return self.name
 
     @property
+    def dtype(self) -> np.dtype:
+        """The host dtype (the storage), so numpy accepts a DType wherever it takes a dtype:
+        `np.ones(shape, dtype=nl.float8_e5m2)` (numpy uses an object's `dtype` attribute)."""
+        return self.storage
+
+    @property
     def is_float(self) -> bool:
         return self.kind == "float"
 

@@ -49,6 +49,18 @@ class OutOfBoundsError(KernelError):
     """A view reaches outside its buffer, or a runtime index is out of range."""
 
 
+class RuntimeIndexError(OutOfBoundsError, IndexError):
+    """A runtime index (an indirect DMA's index tile, a dynamic offset) is out of range.
+
+    Also an IndexError; `index_text` is numpy's text for the flattened tensor ("index 66048
+    is out of bounds for axis 0 with size 65536"), which AWS's Beta-1 simulator raises as a
+    plain IndexError (the Beta-1 front end re-raises it so)."""
+
+    def __init__(self, message: str, index_text: str, loc: SourceLocation | None = None):
+        self.index_text = index_text
+        super().__init__(message, loc)
+
+
 class UnsupportedError(TrnsimError, NotImplementedError):
     """A feature that trnsim does not simulate (yet); says what is supported."""
 

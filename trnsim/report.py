@@ -310,6 +310,8 @@ def format_summary(s: dict[str, Any]) -> str:
              f"  mbu_estimated_percent           {s['mbu_estimated_percent']:.2f}",
              f"  hbm_read_bytes                  {s['hbm_read_bytes']}",
              f"  hbm_write_bytes                 {s['hbm_write_bytes']}",
+             f"  spill_reload_bytes              {s.get('spill_reload_bytes', 0)}",
+             f"  spill_save_bytes                {s.get('spill_save_bytes', 0)}",
              f"  dma_count                       {s['dma_count']}",
              f"  average_dma_size                {s['average_dma_size']:.0f}",
              f"  instruction_count               {s['instruction_count']}"]

@@ -242,8 +242,16 @@ def check_dense_partitions(instr: str, name: str, t: Any) -> None:
 
 
 def check_quadrant(instr: str, name: str, t: Any) -> None:
-    """Start-partition rule (nki-api.md §3.5): 0 if >64, 0/64 if 33-64, 0/32/64/96 if <=32."""
+    """Start-partition rule (nki-api.md §3.5): 0 if >64, 0/64 if 33-64, 0/32/64/96 if 2-32.
+
+    Its scope: the Trainium architecture guide states it for "a tensor" occupying
+    num_partition partitions, a rule "handled by the tensor allocator" of the compiler; a
+    single-partition access has no lanes to align, and AWS's own examples write one partition
+    at every index (`indices[i, j] = v` for i in range(32), nl.gather_flattened's example),
+    so one partition may start anywhere."""
     n = partitions_of(t)
+    if n <= 1:
+        return
     start = start_partition(t)
     allowed = (0,) if n > 64 else (0, 64) if n > 32 else (0, 32, 64, 96)
     if start not in allowed:

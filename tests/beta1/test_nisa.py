@@ -253,7 +253,9 @@ def test_gpsimd_instructions():
     src = RNG.standard_normal((16, 64)).astype(np.float32)
     idx = RNG.integers(0, 64, (16, 2)).astype(np.uint16)
     got = tile_fn(lambda s, i: nisa.local_gather(s, i), src, idx)
-    np.testing.assert_array_equal(got, src[:, idx.flatten(order="F")])
+    # (P, index columns, 16 partitions of the core, elements per index), as the docs' example
+    assert got.shape == (16, 2, 16, 1)
+    np.testing.assert_array_equal(got.reshape(16, 32), src[:, idx.flatten(order="F")])
     seg = np.array([[1, 1, 2, 2, 2, 0, 3, 3]], dtype=np.float32)
     got = _kernel(lambda s: nisa.sequence_bounds(segment_ids=s), (1, 2, 8))(seg)
     np.testing.assert_array_equal(got[0], [[0, 0, 2, 2, 2, 8, 6, 6], [2, 2, 5, 5, 5, -1, 8, 8]])

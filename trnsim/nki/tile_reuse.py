@@ -3,20 +3,27 @@
 `for i in nl.affine_range(n): t = nl.ndarray(...)` keeps the previous iteration's `t` alive in
 Python until the new one is assigned, so a body tile larger than half the usable SBUF could
 never be allocated, although the compiler gives such a tile one buffer for the loop. When an
-automatic allocation fails, trnsim frees the live tiles made at the same source line in an
-earlier iteration of a loop that encloses this allocation, marks them reclaimed (any later
-use of one is an AllocationError, as the compiler would have run out of space keeping it
-alive) and retries. Knows allocation sites and loop nests; nothing about values.
+automatic allocation fails, trnsim frees the tiles made at the same source line in an earlier
+iteration of a loop that encloses this allocation and that the kernel can no longer reach:
+held only by the variable this allocation rebinds (`t` above). A tile the kernel still
+reaches (kept in a list, bound to another name, in an enclosing frame) is live, as it is for
+the compiler, and keeps its space: the allocation then fails with the live tiles named.
+Knows allocation sites, loop nests and the user's frames; nothing about values.
 """
 
 from __future__ import annotations
 
+import gc
+import re
+import sys
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from trnsim.errors import AllocationError
-from trnsim.program import SourceLocation
+from trnsim.memory import View
+from trnsim.program import SourceLocation, is_internal_file
 
 Loops = tuple[tuple[int, str, int], ...]
 
@@ -31,6 +38,7 @@ def allocate_reusing(ctx: Any, loc: SourceLocation | None, allocate: Callable[[]
     except AllocationError:
         site = sites.get(key) if key is not None else None
         stale = _earlier_iterations(site["entries"], loops) if site is not None else []
+        stale = [b for b in stale if not _reachable(b, loc)]
         if not stale:
             raise
         view = None
@@ -49,6 +57,35 @@ def allocate_reusing(ctx: Any, loc: SourceLocation | None, allocate: Callable[[]
     if key is not None:
         _remember(sites, key, view.buffer, loops)
     return view
+
+
+_TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
+
+
+def _reachable(buf: Any, loc: SourceLocation | None) -> bool:
+    """Whether the kernel can still reach `buf` other than through the variable that the
+    allocation at `loc` is about to rebind (`t = nl.ndarray(...)`)."""
+    wrappers = [r for r in gc.get_referrers(buf) if isinstance(r, View)]
+    ours = {id(wrappers)}
+    for w in wrappers:
+        for r in gc.get_referrers(w):
+            if id(r) in ours or isinstance(r, types.FrameType):
+                continue
+            return True  # held by a list, a dict, an object: live
+    m = _TARGET.match(loc.code) if loc is not None and loc.code else None
+    target = m.group(1) if m else None
+    frame = sys._getframe(1)
+    first = True
+    while frame is not None:
+        if is_internal_file(frame.f_code.co_filename):
+            frame = frame.f_back
+            continue
+        for name, value in frame.f_locals.items():
+            if any(value is w for w in wrappers) and not (first and name == target):
+                return True  # bound to another name, or in an enclosing frame
+        first = False
+        frame = frame.f_back
+    return False
 
 
 def _earlier_iterations(entries: list[tuple[Any, Loops]], loops: Loops) -> list[Any]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.errors import ConstraintError, OutOfBoundsError
+from trnsim.errors import ConstraintError, OutOfBoundsError, RuntimeIndexError
 from trnsim.memory import View
 from trnsim.semantics import _ops, semantics
 from trnsim.semantics._dma_rules import (  # noqa: F401 - check functions named in dma.yaml
@@ -67,19 +67,24 @@ def _oob_error(instr: str, name: str, v: View, ok: np.ndarray) -> OutOfBoundsErr
         offs = dyn.offsets()
         k = 0 if dyn.kind == "scalar" else bad[dyn.dim if dyn.dim is not None else 0]
         value = int(offs[min(k, offs.size - 1)])
+        pos, _ = _positions(v)
+        flat = int(pos[bad])
+        size = v.buffer.nbytes // v.dtype.itemsize if not v.buffer.on_chip else _storage(v).size
+        index_text = f"index {flat} is out of bounds for axis 0 with size {size}"
         if not 0 <= value < dyn.bound:
-            return OutOfBoundsError(
+            return RuntimeIndexError(
                 f"{where}: runtime {dyn.kind} offset {value} is outside [0, {dyn.bound}) "
-                f"(the indexed dimension of the {v.buffer.space} tensor); {skip}"
+                f"(the indexed dimension of the {v.buffer.space} tensor); {skip}",
+                index_text,
             )
         # The offset is valid but the access pattern walks past the end of the dimension:
         # name the index actually reached (offset + the pattern's own rows).
-        pos, _ = _positions(v)
-        rows = (int(pos[bad]) - value * dyn.multiplier) // max(dyn.multiplier, 1)
-        return OutOfBoundsError(
+        rows = (flat - value * dyn.multiplier) // max(dyn.multiplier, 1)
+        return RuntimeIndexError(
             f"{where}: runtime {dyn.kind} offset {value} plus {rows} rows of the access "
             f"pattern reaches index {value + rows}, outside [0, {dyn.bound}) (the indexed "
-            f"dimension of the {v.buffer.space} tensor); {skip}"
+            f"dimension of the {v.buffer.space} tensor); {skip}",
+            index_text,
         )
     return OutOfBoundsError(f"{where}: the runtime address is outside the {v.buffer.space} tensor")
 

@@ -59,6 +59,8 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
         issuer = "sync"
     name = {"sync": "Sync", "scalar": "Scalar", "gpsimd": "GpSimd"}[issuer]
     queue = f"q{name}" + {"swdge": "Dynamic", "hwdge": "DynamicHW"}.get(dge, "IO")
+    if attr(instr, "spill_reload"):  # the compiler's spill/reload DMAs (Beta-1 block tensors)
+        queue = f"q{name}SpillReload"
     read_bytes = sum(o.nbytes for o in instr.reads)
     write_bytes = sum(o.nbytes for o in instr.writes)
     nbytes = max(read_bytes, write_bytes, 1)

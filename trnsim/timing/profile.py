@@ -76,7 +76,8 @@ class Profile:
     dma_transfers: list[DmaTransfer] (per queue and per DMA engine, with bytes);
     engine_active_ns / engine_instruction_time_ns / instruction_counts: per (core, row);
     mfu, hfu, mbu (percent), hardware_flops, model_flops, transpose_flops;
-    hbm_read_bytes, hbm_write_bytes, dma_count, average_dma_bytes;
+    hbm_read_bytes, hbm_write_bytes, spill_reload_bytes, spill_save_bytes, dma_count,
+    average_dma_bytes;
     counters: name -> [(ns, value)]: "sbuf_usage[nc]" / "psum_usage[nc]" (bytes per partition
     in use), "pending_dma" (transfers in flight), "hbm_throughput" (GB/s), "throttle[nc]"
     (TensorE utilization cap, 0..1); summary(): a dict of the above.
@@ -276,6 +277,26 @@ class Profile:
         share = self.chip.hbm.bandwidth_gbps * len(self.cores) / self.chip.cores_per_chip
         return 100.0 * (self.hbm_read_bytes + self.hbm_write_bytes) / (self.latency_ns * share)
 
+    @functools.cached_property
+    def _spills(self) -> tuple[int, int]:
+        """Bytes of the compiler's reload and spill ("save") DMAs (Beta-1 block tensors)."""
+        reload = save = 0
+        for ins in self.program:
+            kind = ins.attrs.get("spill_reload")
+            if kind == "reload":
+                reload += sum(o.nbytes for o in ins.writes)
+            elif kind == "save":
+                save += sum(o.nbytes for o in ins.writes)
+        return reload, save
+
+    @property
+    def spill_reload_bytes(self) -> int:
+        return self._spills[0]
+
+    @property
+    def spill_save_bytes(self) -> int:
+        return self._spills[1]
+
     @property
     def dma_count(self) -> int:
         return len(self.timeline.dma)
@@ -324,6 +345,8 @@ class Profile:
             "transpose_flops": self.transpose_flops,
             "hbm_read_bytes": self.hbm_read_bytes,
             "hbm_write_bytes": self.hbm_write_bytes,
+            "spill_reload_bytes": self.spill_reload_bytes,
+            "spill_save_bytes": self.spill_save_bytes,
             "dma_count": self.dma_count,
             "average_dma_size": self.average_dma_bytes,
             "instruction_count": len(self.program),

@@ -120,7 +120,7 @@ def _dma_signature(ins: Instruction) -> tuple:
     wrong hit."""
     a = ins.attrs
     key = [ins.opcode, ins.engine, len(ins.reads)]
-    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"))
+    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"))
     for o in ins.reads + ins.writes:
         shape = o.shape
         key += (

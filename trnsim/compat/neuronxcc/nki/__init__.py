@@ -84,7 +84,10 @@ def profile(
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a kernel (function, jit kernel or kernel[grid]) on the simulated chip with NumPy
     arrays; returns its outputs as NumPy arrays. nl.device_print prints here."""
-    k = kernel if isinstance(kernel, Kernel) else Kernel(kernel, "simulation")
+    if isinstance(kernel, Kernel):
+        k = Kernel(kernel.fn, "simulation", kernel.grid, kernel.cores, kernel.options)
+    else:
+        k = Kernel(kernel, "simulation")
     return k.launch(args, kwargs).outputs
 
 

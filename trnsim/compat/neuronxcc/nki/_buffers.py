@@ -43,13 +43,23 @@ class DirectAllocator:
         return sbuf if self.space == "sbuf" else psum
 
     def address(self, idx: tuple[int, ...], pdim_size: int, fdim_bytes: int) -> tuple[int, int]:
+        """(start partition, byte address per partition) of block `idx`. A PSUM function
+        returns (bank_id, start_partition, byte_addr), the byte address within the bank
+        (nki.compiler.psum.alloc docs); (start_partition, byte_address) is taken too."""
         got = self.func(idx, pdim_size, fdim_bytes)
+        psum = self.space == "psum"
         try:
-            p, b = (int(x) for x in got)
+            vals = tuple(int(x) for x in got)
+            if psum and len(vals) == 3:
+                bank, p, b = vals
+                return p, bank * PSUM_BANK_BYTES + b
+            p, b = vals
         except (TypeError, ValueError) as e:
+            form = "(bank_id, start_partition, byte_addr)" if psum else ""
+            form = form or "(start_partition, byte_address)"
             raise ConstraintError(
                 f"ncc.{self.space}.{self.kind}: the allocation function must "
-                f"return (start_partition, byte_address), got {got!r}"
+                f"return {form}, got {got!r}"
             ) from e
         return p, b
 

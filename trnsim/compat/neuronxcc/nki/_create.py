@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _buffers, _overflow
+from trnsim.compat.neuronxcc.nki import _buffers, _overflow, _spill
 from trnsim.compat.neuronxcc.nki._emit import issue
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import api, context, here
@@ -80,8 +80,8 @@ def allocate(
     logical, pdim = parse_shape(shape)
     if space in ("sbuf", "psum"):
         return _allocate_on_chip(ctx, st, space, logical, pdim, dtype, name, direct)
-    if any(isinstance(d, _buffers.par_dim) for d in (shape if isinstance(shape, tuple) else ())):
-        raise ConstraintError("nl.par_dim applies to on-chip (sbuf/psum) tensors only")
+    # nl.par_dim on an HBM tensor marks nothing (HBM has no partitions); AWS's memory-semantics
+    # example declares its output as nl.ndarray((B, nl.par_dim(N), M), buffer=nl.shared_hbm).
     region = _buffers.shared_hbm if space == "shared_hbm" else _buffers.private_hbm
     if region is _buffers.shared_hbm and st.loops:
         raise b1_error(
@@ -122,22 +122,49 @@ def _allocate_on_chip(
     if direct is not None:
         st.direct_alloc = True
         address = _direct_address(direct, logical, pdim, dtype)
-    try:
-        view = ctx.core.allocate(space, (parts, f_total), dtype, name, address)
-    except AllocationError:
-        fits_alone = f_total * dtype.itemsize <= ctx.chip.tile_size["total_available_sbuf_size"]
-        if space != "sbuf" or direct is not None or not fits_alone:
-            raise
-        view = _overflow.allocate(ctx, parts, f_total * dtype.itemsize, dtype, name)
     strides, acc = [0] * len(logical), 1
     for d in reversed(range(len(logical))):
         if d != pdim:
             strides[d] = acc
             acc *= logical[d]
     strides[pdim] = f_total
-    base = Layout(dtype, view.layout.offset, logical, tuple(strides))
+    base = Layout(dtype, 0, logical, tuple(strides))
+    if direct is None and math.prod(logical[:pdim]) > 1:
+        try:
+            view = ctx.core.allocate(space, (parts, f_total), dtype, name)
+        except AllocationError:  # does not fit whole: allocated block by block (see _spill)
+            blocks = _spill.block_slots(ctx, space, logical, pdim, dtype, name)
+            st.enter_scope(blocks)
+            return tensor.whole(blocks, base, pdim)
+    else:
+        view = _allocate_whole(ctx, space, (parts, f_total), dtype, name, address, direct)
     st.enter_scope(view.buffer)
     return tensor.whole(view.buffer, base, pdim)
+
+
+def _allocate_whole(
+    ctx: Any,
+    space: str,
+    shape: tuple[int, int],
+    dtype: dt.DType,
+    name: str,
+    address: Any,
+    direct: Any,
+) -> View:
+    """One allocation of the whole tile: block slots give way first; an auto-allocated SBUF
+    tile that still does not fit goes to the overflow space (see _overflow)."""
+    while True:
+        try:
+            return ctx.core.allocate(space, shape, dtype, name, address)
+        except AllocationError:
+            if direct is None and _spill.evict_for(ctx, space):
+                continue
+            fits_alone = (
+                shape[1] * dtype.itemsize <= ctx.chip.tile_size["total_available_sbuf_size"]
+            )
+            if space != "sbuf" or direct is not None or not fits_alone:
+                raise
+            return _overflow.allocate(ctx, shape[0], shape[1] * dtype.itemsize, dtype, name)
 
 
 def _direct_address(
@@ -170,6 +197,9 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> te
 
 def _fill(t: tensor, value: Any, loc: Any, loops: tuple) -> None:
     buf = t._buf
+    if isinstance(buf, _spill.BlockSlots):  # each block is filled when it first lives
+        buf.fill = value
+        return
     f = buf.elems_per_partition(t.dtype)
     whole = View(buf, Layout(t.dtype, 0, (buf.partitions, f), (f, 1)))
     issue("memset", None, loc=loc, loops=loops, dst=whole, value=value)
@@ -199,19 +229,33 @@ def _filled(api_name: str, shape: Any, value: Any, dtype: Any, buffer: Any, name
 
 
 @api("nl.zeros")
-def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> tensor:
-    """A new on-chip tensor filled with 0 (memset)."""
+def zeros(
+    shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", lazy_initialization: bool = False
+) -> tensor:
+    """A new on-chip tensor filled with 0 (memset). `lazy_initialization` (the compiler's own
+    NKI dumps pass it) changes no value; a tensor stored block by block fills each block when it
+    first lives either way."""
     return _filled("nl.zeros", shape, 0, dtype, buffer, name)
 
 
 @api("nl.ones")
-def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> tensor:
+def ones(
+    shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", lazy_initialization: bool = False
+) -> tensor:
     """A new on-chip tensor filled with 1 (memset)."""
     return _filled("nl.ones", shape, 1, dtype, buffer, name)
 
 
 @api("nl.full")
-def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "") -> tensor:
+def full(
+    shape: Any,
+    fill_value: Any,
+    dtype: Any,
+    *,
+    buffer: Any = None,
+    name: str = "",
+    lazy_initialization: bool = False,
+) -> tensor:
     """A new on-chip tensor filled with fill_value (memset)."""
     return _filled("nl.full", shape, fill_value, dtype, buffer, name)
 

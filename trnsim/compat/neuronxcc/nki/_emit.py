@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import semantics as sem
+from trnsim.compat.neuronxcc.nki import _spill
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
 from trnsim.compat.neuronxcc.nki._indirect import DynamicAccess, IndirectAccess
@@ -54,6 +55,7 @@ class Pending:
     mask: Any = None  # the instruction's mask (a Predicate or False), over `domain`
     domain: tuple[int, ...] | None = None
     out_axes: Axes | None = None
+    partition_offset: int = 0  # a fresh result starts here (a PE column tile's PSUM rows)
 
 
 # ---------------------------------------------------------------- pending results
@@ -72,12 +74,23 @@ def make_pending(
     mask: Any = None,
     domain: tuple[int, ...] | None = None,
     out_axes: Axes | None = None,
+    partition_offset: int = 0,
 ) -> tensor:
     _, st = context(label or "nki")
     st.flush()
     t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
     t._pending = Pending(
-        emit, t.shape, buffer, loc, dst_spaces, accumulates, label, mask, domain, out_axes
+        emit,
+        t.shape,
+        buffer,
+        loc,
+        dst_spaces,
+        accumulates,
+        label,
+        mask,
+        domain,
+        out_axes,
+        partition_offset,
     )
     st.pending = t
     return t
@@ -96,7 +109,12 @@ def materialize(t: tensor) -> None:
 
     try:
         name = _create.target_name(p.loc, p.label or "tmp")
-        fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
+        off = p.partition_offset
+        if off:  # the tile covers the partitions the hardware writes, [off, off + P)
+            whole = _create.allocate((off + p.shape[0], *p.shape[1:]), t.dtype, p.buffer, name)
+            fresh = whole[off : off + p.shape[0]]
+        else:
+            fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
     except KernelError as e:
         raise relocated(e, p.loc) from None
     _alias(t, fresh)
@@ -146,9 +164,11 @@ def single(
     accumulate_attr: str | None = None,
     extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
     label: str = "",
+    partition_offset: int = 0,
 ) -> tensor:
     """A pending result produced by one instruction writing operand `out` (and possibly
-    `extra_outputs`, pre-declared tiles such as reduce_res)."""
+    `extra_outputs`, pre-declared tiles such as reduce_res); a fresh result tile starts at
+    `partition_offset`."""
     loc, loops = here()
     mask = as_mask(mask)
     domain = tuple(shape if domain is None else domain)
@@ -196,6 +216,7 @@ def single(
         mask=mask,
         domain=domain,
         out_axes=out_axes,
+        partition_offset=partition_offset,
     )
 
 
@@ -247,13 +268,20 @@ def run(
                 st.check_scope(value._buf, value.name)
         operands: dict[str, Any] = {}
         for name, value in inputs.items():
-            if isinstance(value, (tensor, IndirectAccess, DynamicAccess)):
+            if isinstance(value, tensor):
+                operands[name] = value.operand(_narrow(box, axes.get(name), value, domain), "read")
+            elif isinstance(value, (IndirectAccess, DynamicAccess)):
                 operands[name] = value.operand(_narrow(box, axes.get(name), value, domain))
             else:
                 operands[name] = value
         restore = []
+        spec = instruction_specs().get(opcode)
         for name, (dst, dst_axes) in outputs.items():
-            view = dst.operand(_narrow(box, dst_axes, dst, domain))
+            ospec = spec.operands.get(name) if spec is not None else None
+            reads = rmw or bool(residual) or (ospec is not None and ospec.access != "write")
+            sub = _narrow(box, dst_axes, dst, domain)
+            view = dst.operand(sub, "readwrite" if reads else "write") if isinstance(
+                dst, tensor) else dst.operand(sub)
             operands[name] = view
             if residual:
                 restore.append(_saved(view, mask, box, domain, opcode))
@@ -350,6 +378,7 @@ def issue(
         if e.loc is None and loc is not None:
             raise UnsupportedError(e.message, loc) from e
         raise
+    _spill.advance(ctx)
     if frames and st.tracker is not None:
         st.tracker.stamp(writes, index, rmw)
     for v in writes.values():

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from trnsim.compat.neuronxcc.nki._errors import b1_error
-from trnsim.errors import ConstraintError
+from trnsim.errors import ConstraintError, SimulationWarning
+from trnsim.program import capture_location
 
 _CMP = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq}
+_CONDITIONS = ("if ", "if(", "elif ", "elif(", "while ", "while(", "assert ")
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": None}
 
 
@@ -308,13 +311,28 @@ class Predicate:
         return Predicate(((e, _NEGATE[op]),))
 
     def __bool__(self) -> bool:
-        raise b1_error(
-            ConstraintError,
-            "err_control_flow_condition_depending_on_arange",
-            "control flow depending on `nl.arange` or `nl.mgrid` is not supported: "
-            "a mask has no truth value at trace time (join mask comparisons with & "
-            "instead of `and`, and pass them as mask=)",
+        """A mask's truth value. In a condition (`if`, `elif`, `while`, `assert`, a conditional
+        expression) it is control flow on nl.arange, an error (B1 errors catalogue). Elsewhere
+        Python asked for it through `and`, `or` or `not` between masks: a mask is truthy there,
+        as in AWS's simulator (its own nc_match_replace8 example passes `mask=(a and b)`), so
+        `a and b` is b and `a or b` is a; a SimulationWarning says so."""
+        loc = capture_location()
+        code = loc.code.strip() if loc is not None and loc.code else ""
+        if not code or code.startswith(_CONDITIONS) or " if " in code:
+            raise b1_error(
+                ConstraintError,
+                "err_control_flow_condition_depending_on_arange",
+                "control flow depending on `nl.arange` or `nl.mgrid` is not supported: "
+                "a mask has no truth value at trace time (join mask comparisons with & "
+                "instead of `and`, and pass them as mask=)",
+            )
+        message = (
+            "Python `and`/`or`/`not` asked a mask for its truth value: a mask is truthy (as in "
+            "AWS's simulator), so `a and b` keeps only b and `a or b` only a; join mask "
+            "comparisons with & (NKI: use & instead of and)"
         )
+        warnings.warn_explicit(message, SimulationWarning, loc.filename, loc.lineno)
+        return True
 
     def evaluate(self, shape: tuple[int, ...], offset: Sequence[int] | None = None) -> np.ndarray:
         """Boolean array over `shape` (iteration indices shifted by `offset`)."""

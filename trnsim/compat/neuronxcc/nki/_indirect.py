@@ -65,7 +65,9 @@ class IndirectAccess:
                 f"indirect index tile must have shape (P, 1), got {list(index.shape)}"
             )
         static = base[(0, *key[1:])]
-        if static.ndim >= 2 and static.shape[0] == 1:
+        if static.ndim >= 2 and static.shape[0] in (1, parts):
+            # the free indices' own partition extent (an mgrid/arange grid) is the index
+            # tile's: `data[idx_tile, iy]` with iy from nl.mgrid[0:P, 0:F] is (P, F)
             static = static.broadcast_view((parts, *static.shape[1:]))
         else:
             static = static.with_axis(0).broadcast_view((parts, *static.shape))

@@ -102,9 +102,12 @@ def nc_matmul(
     tile_position: Any = (),
     tile_size: Any = (),
     mask: Any = None,
+    perf_mode: Any = None,
     **kwargs: Any,
 ) -> tensor:
-    """stationary.T @ moving (K on partitions) into a PSUM tile; `psum += ...` accumulates."""
+    """stationary.T @ moving (K on partitions) into a PSUM tile; `psum += ...` accumulates.
+    perf_mode="double_row_gen3" (NC-v3+) is the FP8 double-row mode: inputs [K, 2, M] and
+    [K, 2, N], contraction over K x 2."""
     st = _t(stationary, "stationary", "nc_matmul")
     mv = _t(moving, "moving", "nc_matmul")
     attrs = {
@@ -114,7 +117,14 @@ def nc_matmul(
         "tile_position": tuple(tile_position or ()),
         "tile_size": tuple(tile_size or ()),
     }
+    mode = _B1_PERF_MODES.get(getattr(perf_mode, "value", perf_mode), perf_mode)
+    if mode != "none":
+        attrs["perf_mode"] = mode
     return matmul_pending(st, mv, mask, "nisa.nc_matmul", attrs)
+
+
+# B1 spells the NC-v3 FP8 double-row mode "double_row_gen3" (the GA name is double_row).
+_B1_PERF_MODES = {None: "none", "": "none", "none": "none", "double_row_gen3": "double_row"}
 
 
 @api("nisa.nc_transpose")

@@ -299,9 +299,14 @@ def local_gather(
     idx = _t(index, "index", "local_gather")
     per_core = 16 * M.free_elems(tuple(idx.shape))
     n = per_core if num_valid_indices is None else int(num_valid_indices)
+    k = int(num_elem_per_idx)
+    # Gathered element (index j of the core's column-order flattened slice, element e): the
+    # docs' example annotates the result of a (128, 4) index with 4 elements per index as
+    # tensor[128, 4, 16, 4]: index column, index partition within the core, element.
+    shape = (src.shape[0], n // 16, 16, k) if n % 16 == 0 else (src.shape[0], n, k)
     return single(
         "local_gather",
-        shape=(src.shape[0], n * int(num_elem_per_idx)),
+        shape=shape,
         dtype=src.dtype,
         inputs={"src_buffer": src, "index": idx},
         axes={"src_buffer": (0,), "index": (0,)},

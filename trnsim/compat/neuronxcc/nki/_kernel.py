@@ -20,20 +20,21 @@ import inspect
 import linecache
 import os
 import textwrap
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _spmd
+from trnsim.compat.neuronxcc.nki import _spill, _spmd
 from trnsim.compat.neuronxcc.nki._annotations import with_checked_annotations
 from trnsim.compat.neuronxcc.nki._collective import uses_all_reduce
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import state_of
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.compat.neuronxcc.nki.typing import TensorType
-from trnsim.errors import ConstraintError, KernelError
+from trnsim.errors import ConstraintError, KernelError, RuntimeIndexError, SimulationWarning
 from trnsim.nki.context import current, maybe_current
 from trnsim.nki.jit import Kernel as GAKernel
 from trnsim.nki.runner import KernelRun, grid_points, run_kernel
@@ -148,17 +149,25 @@ class Kernel(GAKernel):
 
         entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
         entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
-        return run_kernel(
-            entry,
-            args,
-            kwargs,
-            chip=default_chip(opts),
-            grid=self.grid or None,
-            values=values,
-            generation="beta1",
-            seed=int(opts.get("seed", 0)),
-            cores_for_grid=self.cores,
-        )
+        try:
+            return run_kernel(
+                entry,
+                args,
+                kwargs,
+                chip=default_chip(opts),
+                grid=self.grid or None,
+                values=values,
+                generation="beta1",
+                seed=int(opts.get("seed", 0)),
+                cores_for_grid=self.cores,
+            )
+        except RuntimeIndexError as e:
+            # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
+            # index under oob_mode.error (the dma_copy docs' example asserts that type and
+            # text); trnsim's description stays attached as a note and as the cause.
+            err = IndexError(e.index_text)
+            err.add_note(str(e))
+            raise err from e
 
     def _timed(self, args: tuple, kwargs: dict) -> Any:
         """Run and time the launch with trnsim.profile (outputs on the Profile)."""
@@ -238,8 +247,9 @@ def _program(kernel: Kernel, *dev_args: Any, **dev_kwargs: Any) -> Any:
         bound.arguments[name] = wrapped
     result = kernel._body(*bound.args, **bound.kwargs)
     st.flush()
-    _check_outputs(ctx, st, result, mutable, def_loc(fn), fn)
-    return _unwrap(result)
+    _spill.finish(ctx)
+    _check_outputs(ctx, st, result, mutable, def_loc(fn), fn, kernel.mode == "simulation")
+    return _unwrap(result, ctx)
 
 
 def _wrap(value: Any, name: str) -> Any:
@@ -262,14 +272,22 @@ def _tensors(value: Any) -> list[tensor]:
     return []
 
 
-def _unwrap(result: Any) -> Any:
+def _unwrap(result: Any, ctx: Any) -> Any:
     if isinstance(result, tensor):
         result._ready()
-        return NkiTensor(result._buf, result.layout())
+        view = NkiTensor(result._buf, result.layout())
+        if result._buf is None or result._buf.space == "hbm":
+            return view
+        # A returned tile (see _check_outputs): its values as they are at the end of the
+        # kernel, in a host-side HBM tensor (no instruction: nothing for the timing model).
+        out = ctx.device.allocate_hbm(view.shape, view.dtype, result.name or "tile_output")
+        if ctx.device.values:
+            out.write(view.read())
+        return NkiTensor(out.buffer, out.layout)
     if isinstance(result, (list, tuple)):
-        return type(result)(_unwrap(r) for r in result)
+        return type(result)(_unwrap(r, ctx) for r in result)
     if isinstance(result, dict):
-        return {k: _unwrap(v) for k, v in result.items()}
+        return {k: _unwrap(v, ctx) for k, v in result.items()}
     return result
 
 
@@ -313,15 +331,33 @@ def _check_outputs(
     mutable: dict[int, str],
     loc: SourceLocation | None,
     fn: Any = None,
+    simulation: bool = False,
 ) -> None:
     for t in _tensors(result):
         if t._buf is not None and t._buf.space != "hbm":
-            raise KernelError(
-                f"kernel returned `{t.name or '?'}`, a tile in {t._buf.space}; kernel outputs "
-                "must be HBM tensors: create one with nl.ndarray(..., buffer=nl.shared_hbm), "
-                "nl.store the tile into it and return that",
-                return_loc(fn, loc),
+            # The B1 known issues say top-level outputs must be in HBM for the compiler
+            # ("we currently do not support using tensors stored in SBUF or PSUM as the ...
+            # output of the top-level kernel"); AWS's simulator (mode="simulation",
+            # nki.simulate_kernel) returns the tile's values (its own range_select example
+            # does), so trnsim does too there, and warns.
+            at = return_loc(fn, loc)
+            if not simulation:
+                raise KernelError(
+                    f"kernel returned `{t.name or '?'}`, a tile in {t._buf.space}; kernel "
+                    "outputs must be HBM tensors (NKI known issues: top-level tensors must be "
+                    "on HBM): create one with nl.ndarray(..., buffer=nl.shared_hbm), nl.store "
+                    "the tile into it and return that",
+                    at,
+                )
+            message = (
+                f"kernel returned `{t.name or '?'}`, a tile in {t._buf.space}: simulated, its "
+                "values are returned, but the compiler supports only HBM kernel outputs (NKI "
+                "known issues); nl.store the tile into an nl.shared_hbm tensor and return that"
             )
+            if at is None:
+                warnings.warn(message, SimulationWarning, stacklevel=2)
+            else:
+                warnings.warn_explicit(message, SimulationWarning, at.filename, at.lineno)
     returned = {id(t._buf) for t in _tensors(result) if t._buf is not None}
     strict = result is not None or bool(mutable)
     if strict and st.immutable_writes:

@@ -23,6 +23,7 @@ from trnsim.errors import ConstraintError
 
 PMAX = 128  # partitions per tile (pmax)
 GEMM_STATIONARY_FMAX = 128  # stationary free size (M) limit of nc_matmul
+PE_COLUMNS = 128  # columns of the PE array (tile_position / tile_size)
 GEMM_MOVING_FMAX = 512  # moving free size (N) limit of nc_matmul on NC-v2/v3
 
 
@@ -262,6 +263,9 @@ def matmul_pending(
             "partition axis of both)",
         )
     m, n = M.free_elems(tuple(stationary.shape)), M.free_elems(tuple(moving.shape))
+    double_row = (attrs or {}).get("perf_mode") == "double_row"
+    if double_row:  # [K, 2, M] x [K, 2, N]: the pair axis is contracted (its shape is checked)
+        m, n = m // 2, n // 2
     if m > GEMM_STATIONARY_FMAX:
         raise b1_error(
             ConstraintError,
@@ -269,10 +273,11 @@ def matmul_pending(
             f"size of dimension 1 in 'stationary{list(stationary.shape)}' of "
             f"'{api_name}' exceed architecture limitation of {GEMM_STATIONARY_FMAX}.",
         )
-    st_axes = (None, 0) if stationary.ndim == 2 else None
-    mv_axes = (None, 1) if moving.ndim == 2 else None
+    st_axes = (None, 0) if stationary.ndim == 2 and not double_row else None
+    mv_axes = (None, 1) if moving.ndim == 2 and not double_row else None
     return single(
         "nc_matmul",
+        partition_offset=_pe_column_start(attrs),
         shape=(m, n),
         dtype=dt.float32,
         buffer="psum",
@@ -283,6 +288,17 @@ def matmul_pending(
         accumulate_attr="accumulate",
         label=api_name,
     )
+
+
+def _pe_column_start(attrs: dict | None) -> int:
+    """The PSUM partition a PE-tiled matmul's result starts at: the tile's start column when
+    the column tile is narrower than the array (nki.isa.nc_matmul tile_position)."""
+    pos, size = (attrs or {}).get("tile_position") or (), (attrs or {}).get("tile_size") or ()
+    try:
+        col, cols = int(pos[1]), int(size[1])
+    except (IndexError, TypeError, ValueError):
+        return 0  # malformed tile arguments are reported by the instruction's check
+    return col if col > 0 and cols < PE_COLUMNS else 0
 
 
 @api("nl.matmul")

@@ -22,6 +22,15 @@ from trnsim.nki.views import DynSlice
 def index(t: tensor, key: Any) -> Any:
     """t[key]: an access, an indirect HBM access or a runtime-offset access."""
     key = key if isinstance(key, tuple) else (key,)
+    if t.on_chip and any(isinstance(k, tensor) for k in key[1:]):
+        # A 1x1 tile indexing a free dimension of an on-chip tensor is a runtime offset
+        # (`src[ix, offsets[0, i], iz]` for nisa.tensor_copy_dynamic_src, as its docs' example
+        # 1): the same access as `offsets[0, i] + 0`.
+        zero = 0 if any(isinstance(k, IndexExpr) for k in key) else slice(0, 1)
+        key = tuple(
+            _indirect.DynIndex(k, zero) if j and isinstance(k, tensor) else k
+            for j, k in enumerate(key)
+        )
 
     if any(
         isinstance(k, _indirect.DynIndex)

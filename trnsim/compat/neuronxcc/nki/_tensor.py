@@ -231,11 +231,15 @@ class tensor:
                 f"size of {n}",
             )
 
-    def operand(self, box: Box | None = None) -> View:
-        """The operand View an instruction reads or writes (bounds checked)."""
+    def operand(self, box: Box | None = None, mode: str = "readwrite") -> View:
+        """The operand View an instruction reads or writes (bounds checked). `mode` (read,
+        write, readwrite) matters to a tensor stored block by block (_spill.BlockSlots)."""
         self._ready()
         self.check_bounds(box)
-        return View(self._buf, self.layout(box))
+        buf = self._buf
+        if type(buf) is not Buffer:
+            return buf.view(self.layout(box), mode)
+        return View(buf, self.layout(box))
 
     def same_access(self, other: tensor) -> bool:
         return (

@@ -1,0 +1,345 @@
+"""Beta-1 block tensors larger than their memory: allocation by live block, with spills.
+
+The B1 compiler allocates a tensor with block dimensions (`nl.ndarray((B0, B1, nl.par_dim(P),
+F), buffer=nl.sbuf)`) block by block: only blocks that are live occupy SBUF, and a live block
+it cannot keep is spilled to HBM and reloaded (the profiler's `qSyncSpillReload` DMAs). When
+such a tensor does not fit where trnsim would place it whole, its storage is a `BlockSlots`:
+
+* a block gets an SBUF/PSUM slot (an allocation of one [P, F] block) when it is first
+  accessed, filled with the tensor's initial value if it has one (nl.zeros: lazily);
+* when the memory is full, a block of any such tensor of the core gives its slot up (never one
+  used by the instruction being built; which one: BlockPool.evict_one). If it was written since
+  its value was last saved, a spill DMA copies it to an HBM spill area at that point;
+* a block read again after its eviction is reloaded by a DMA into a fresh slot, and its
+  spill stays in the program. A block never read again was dead when it was evicted (the
+  compiler, knowing its last use, would not have saved it): `finish` drops those spills from
+  the program at the end of the kernel, and the trace shows only the spills that carry values.
+
+The eviction order is trnsim's choice; the compiler's is not documented. PSUM blocks are
+evicted only when dead: reading a PSUM block after its eviction raises UnsupportedError
+(PSUM spills are not simulated). Knows blocks and slots; instructions go through
+NeuronCore.issue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from trnsim import dtypes as dt
+from trnsim.errors import AllocationError, UnsupportedError
+from trnsim.memory import Layout, TensorLabel, View, interned
+from trnsim.program import SourceLocation, capture_location
+
+# Attribute of the spill ("save") and reload DMAs: their profiler queue is qSyncSpillReload and
+# the summary counts them as spill_save_bytes / spill_reload_bytes, as neuron-profile does.
+SPILL_ATTR = "spill_reload"
+_SERIALS = itertools.count()  # names BlockSlots in pool keys (ids are reused)
+
+
+class BlockPool:
+    """The block slots of one core in access order, and the pinning epoch."""
+
+    def __init__(self) -> None:
+        # (owner serial, block) -> (owner ref, epoch of the last access, read since written)
+        self.order: OrderedDict[tuple[int, int], tuple[Any, int, bool]] = OrderedDict()
+        self.epoch = 0  # advanced after every front-end instruction (see _emit.issue)
+        # (owner serial, block) -> the block's latest spill, while no reload needs it; kept here
+        # (not only by its tensor, which may be gone when the kernel ends)
+        self.tentative: dict[tuple[int, int], Any] = {}
+
+    def touch(self, owner: BlockSlots, block: int, mode: str) -> None:
+        key = (owner.serial, block)
+        self.order[key] = (weakref.ref(owner), self.epoch, mode == "read")
+        self.order.move_to_end(key)
+
+    def forget(self, owner: BlockSlots, block: int) -> None:
+        self.order.pop((owner.serial, block), None)
+
+    def evict_one(self, space: str) -> bool:
+        """Give up one slot in `space` not pinned by the current instruction (False: none).
+
+        The victim is the least recently used block read since it was last written (a value
+        consumed, most often dead: a temporary, or a tile of an earlier iteration); failing
+        that, the most recently written block (when a loop fills more blocks than fit before
+        another reads them in order, the first ones stay resident for the reader)."""
+        pending = None
+        for key, (ref, epoch, consumed) in self.order.items():
+            owner = ref()
+            if owner is None or owner.space != space or epoch == self.epoch:
+                continue
+            if consumed:
+                owner.evict(key[1])
+                return True
+            pending = (owner, key[1])
+        if pending is None:
+            return False
+        pending[0].evict(pending[1])
+        return True
+
+    def live(self, space: str) -> list[str]:
+        """Labels of the resident blocks in `space`, most recently used first."""
+        out = []
+        for (_, block), (ref, _, _) in reversed(self.order.items()):
+            owner = ref()
+            if owner is not None and owner.space == space:
+                out.append(owner.block_label(block))
+        return out
+
+
+def pool_of(ctx: Any) -> BlockPool:
+    pools = ctx.extra.setdefault("b1_block_pools", {})
+    pool = pools.get(ctx.core.index)
+    if pool is None:
+        pool = pools[ctx.core.index] = BlockPool()
+    return pool
+
+
+def advance(ctx: Any) -> None:
+    """An instruction was issued: the blocks its operands used may be evicted again."""
+    pools = ctx.extra.get("b1_block_pools")
+    if pools:
+        pool = pools.get(ctx.core.index)
+        if pool is not None:
+            pool.epoch += 1
+
+
+def evict_for(ctx: Any, space: str) -> bool:
+    """Free one block slot of `space` for another allocation (False: none can go)."""
+    pools = ctx.extra.get("b1_block_pools")
+    pool = pools.get(ctx.core.index) if pools else None
+    return pool is not None and pool.evict_one(space)
+
+
+def block_slots(
+    ctx: Any, space: str, logical: tuple[int, ...], pdim: int, dtype: dt.DType, name: str
+) -> BlockSlots:
+    """The block-by-block storage of a tensor with block dimensions logical[:pdim]."""
+    parts, block_elems, nblocks = logical[pdim], 1, 1
+    for n in logical[pdim + 1 :]:
+        block_elems *= n
+    for n in logical[:pdim]:
+        nblocks *= n
+    return BlockSlots(
+        ctx, space, name, parts, block_elems, nblocks, logical[:pdim], dtype, capture_location()
+    )
+
+
+class BlockSlots:
+    """The storage of one block tensor that lives block by block (see the module docstring).
+    Stands where a Buffer stands in a B1 tensor; `view` maps an access to its block's slot."""
+
+    on_chip = True
+
+    def __init__(
+        self,
+        ctx: Any,
+        space: str,
+        name: str,
+        parts: int,
+        block_elems: int,
+        nblocks: int,
+        blocks: tuple[int, ...],
+        dtype: dt.DType,
+        loc: SourceLocation | None,
+    ):
+        self.ctx = ctx
+        self.space = self.kind = space
+        self.name = name
+        self.core = ctx.core.index
+        self.partitions = parts
+        self.block_elems = block_elems
+        self.nblocks = nblocks
+        self.blocks = blocks  # the block dimensions, for labels
+        self.dtype = dtype
+        self.nbytes = nblocks * block_elems * dtype.itemsize  # logical bytes per partition
+        self.loc = loc
+        self.shape = (parts, nblocks * block_elems)
+        self.fill: Any = None  # every block's initial value (nl.zeros / nl.full), if any
+        self.reclaimed = ""
+        self.slots: dict[int, View] = {}  # resident block -> its slot
+        self.saved: dict[int, View] = {}  # block -> its HBM spill area (holds its value)
+        self.dirty: set[int] = set()  # resident blocks written since their value was saved
+        self.written: set[int] = set()  # blocks that ever held a value
+        self.pool = pool_of(ctx)
+        self.serial = next(_SERIALS)
+
+    # ---------------------------------------------------------------- what Buffer offers
+    @property
+    def label(self) -> TensorLabel:
+        what = f"tensor '{self.name}'" if self.name else f"{self.space} tensor"
+        return TensorLabel(f"{what} (allocated block by block)")
+
+    def block_label(self, block: int) -> str:
+        idx, rest = [], block
+        for n in reversed(self.blocks):
+            idx.append(rest % n)
+            rest //= n
+        size = self.block_elems * self.dtype.itemsize
+        return f"{self.name or '?'}[{', '.join(map(str, reversed(idx)))}] ({size} B/partition)"
+
+    def elems_per_partition(self, dtype: dt.DType) -> int:
+        return self.nbytes // dtype.itemsize
+
+    def release(self) -> None:
+        """The tensor went out of scope: its slots are free, its pending spills dead."""
+        for block in list(self.slots):
+            self.slots.pop(block).buffer.release()
+            self.pool.forget(self, block)
+        self.dirty.clear()
+
+    # ---------------------------------------------------------------- access
+    def view(self, lay: Layout, mode: str) -> View:
+        """The View of access `lay` (over the logical storage) on its block's slot; `mode` is
+        read, write or readwrite."""
+        block, local = self._locate(lay)
+        slot = self.slots.get(block)
+        if slot is None:
+            whole = mode == "write" and local.size == self.partitions * self.block_elems
+            slot = self._bring_in(block, whole)
+        self.pool.touch(self, block, mode)
+        if mode != "read":
+            self.dirty.add(block)
+            self.written.add(block)
+        return View(slot.buffer, local)
+
+    def _locate(self, lay: Layout) -> tuple[int, Layout]:
+        total, fb = self.nblocks * self.block_elems, self.block_elems
+        p0, f0 = divmod(lay.offset, total)
+        block = f0 // fb
+        strides, lo, hi = [], f0, f0
+        for n, s in zip(lay.shape, lay.strides, strict=True):
+            q, r = divmod(s, total) if s >= 0 else (0, s)
+            if s >= total and r == 0:  # a partition stride: q partitions per step
+                strides.append(q * fb)
+                continue
+            strides.append(s)
+            step = (n - 1) * s
+            lo, hi = min(lo, lo + step), max(hi, hi + step)
+        if lo < block * fb or hi >= (block + 1) * fb:
+            raise UnsupportedError(
+                f"{self.label}: an access spanning several blocks [{lo}, {hi}] of a block "
+                "tensor that does not fit in memory is not simulated (index one block at a "
+                "time)"
+            )
+        local = Layout(lay.dtype, p0 * fb + f0 - block * fb, lay.shape, tuple(strides))
+        return block, interned(local)
+
+    def _bring_in(self, block: int, whole_write: bool) -> View:
+        slot = self._allocate_slot(block)
+        loc, loops = capture_location(), tuple(self.ctx.loops)
+        core = self.ctx.core
+        if block in self.saved and not whole_write:
+            if self.space != "sbuf":
+                raise UnsupportedError(
+                    f"{self.block_label(block)} was evicted from PSUM while live: PSUM "
+                    "spills are not simulated (fewer PSUM blocks live at once fit)",
+                    loc,
+                )
+            self.pool.tentative.pop((self.serial, block), None)  # its spill carries a value
+            core.issue(
+                "dma_copy",
+                "dma",
+                {"dst": slot, "src": self.saved[block]},
+                {SPILL_ATTR: "reload"},
+                loc=loc,
+                loops=loops,
+            )
+        elif block not in self.written and self.fill is not None and not whole_write:
+            core.issue(
+                "memset", "vector", {"dst": slot, "value": self.fill}, {}, loc=loc, loops=loops
+            )
+            self.dirty.add(block)
+            self.written.add(block)
+        self.slots[block] = slot
+        return slot
+
+    def _allocate_slot(self, block: int) -> View:
+        core = self.ctx.core
+        while True:
+            try:
+                return core.allocate(
+                    self.space,
+                    (self.partitions, self.block_elems),
+                    self.dtype,
+                    name=self.block_label(block),
+                    loc=self.loc,
+                )
+            except AllocationError as e:
+                if not self.pool.evict_one(self.space):
+                    if self.space == "sbuf" and not self.pool.live(self.space):
+                        # SBUF is held by whole tiles Python keeps alive: trnsim's overflow
+                        # fallback for those (see _overflow, which warns) takes the slot too
+                        from trnsim.compat.neuronxcc.nki import _overflow
+
+                        nbytes = self.block_elems * self.dtype.itemsize
+                        return _overflow.allocate(
+                            self.ctx, self.partitions, nbytes, self.dtype, self.block_label(block)
+                        )
+                    live = self.pool.live(self.space)
+                    shown = ", ".join(live[:8]) + (
+                        f" and {len(live) - 8} more" if len(live) > 8 else ""
+                    )
+                    raise AllocationError(
+                        f"{e.message}; {self.block_label(block)} needs a slot but every "
+                        f"block in {self.space} is used by this instruction"
+                        + (f" (live blocks: {shown})" if live else "")
+                    ) from None
+
+    def evict(self, block: int) -> None:
+        """Give the slot of a resident block up, saving its value first if it changed."""
+        slot = self.slots.pop(block)
+        self.pool.forget(self, block)
+        if block in self.dirty and self.space == "sbuf":
+            hbm = self.saved.get(block)
+            if hbm is None:
+                hbm = self.ctx.device.allocate_hbm(
+                    (self.partitions, self.block_elems),
+                    self.dtype,
+                    f"{self.name or 'block'}_spill",
+                    kind="private_hbm",
+                    core=self.core,
+                    poison=False,
+                )
+                self.saved[block] = hbm
+            self.pool.tentative[(self.serial, block)] = self.ctx.core.issue(
+                "dma_copy",
+                "dma",
+                {"dst": hbm, "src": slot},
+                {SPILL_ATTR: "save"},
+                loc=capture_location(),
+                loops=tuple(self.ctx.loops),
+            )
+        elif block in self.dirty:
+            self.saved[block] = slot  # a PSUM value that is lost: reading it again raises
+        self.dirty.discard(block)
+        slot.buffer.release()
+
+
+def finish(ctx: Any) -> None:
+    """End of a B1 program: drop the spills of blocks never read after them (dead values) and
+    renumber the program."""
+    dead: set[int] = set()
+    for pool in (ctx.extra.get("b1_block_pools") or {}).values():
+        dead.update(instr.index for instr in pool.tentative.values())
+        pool.tentative.clear()
+    if dead:
+        drop_instructions(ctx.device.program, dead)
+
+
+def drop_instructions(program: list, dead: set[int]) -> None:
+    """Remove instructions by index and renumber the rest (indices and explicit deps)."""
+    remap: dict[int, int] = {}
+    kept = []
+    for ins in program:
+        if ins.index in dead:
+            continue
+        remap[ins.index] = len(kept)
+        kept.append(ins)
+    for ins in kept:
+        ins.index = remap[ins.index]
+        if ins.deps:
+            ins.deps = tuple(remap[d] for d in ins.deps if d in remap)
+    program[:] = kept
