@@ -347,13 +347,30 @@ class NkiTensor(PythonGuards, DynamicAccess, View):
 
 
 def check_ga_outputs(result: Any, kernel: Any = "") -> None:
-    """GA kernels return shared-HBM tensors (nki-api.md §2.1): a returned nl.hbm /
-    nl.private_hbm tensor is an error, as is an on-chip one. The error points at the kernel's
-    `return` line. `kernel` is the kernel function (or just its name)."""
+    """GA kernels return shared-HBM tensors (nki-api.md §2.1): an on-chip tensor is an error
+    pointing at the kernel's `return` line. A returned nl.hbm / nl.private_hbm tensor is
+    accepted with a SimulationWarning: the NKI 0.3.0 migration guide says it fails to
+    compile, but AWS's own optimization tutorial and scheduling how-to return one, so what
+    hardware does is in doubt. `kernel` is the kernel function (or just its name)."""
     bad = _bad_output(result)
     if bad is None:
         return
     name = kernel if isinstance(kernel, str) else getattr(kernel, "__name__", "")
+    if not bad.buffer.on_chip:
+        import warnings
+
+        from trnsim.errors import SimulationWarning
+
+        loc = None if isinstance(kernel, str) else return_location(kernel)
+        text = (f"kernel {name} returned {bad.buffer.label}, a private-HBM (nl.hbm) tensor: the "
+                "NKI 0.3.0 migration guide says such outputs fail to compile (allocate "
+                "outputs with buffer=nl.shared_hbm), though AWS's optimization tutorial "
+                "returns one; trnsim accepts it")
+        if loc is not None:
+            warnings.warn_explicit(text, SimulationWarning, loc.filename, loc.lineno)
+        else:
+            warnings.warn(text, SimulationWarning, stacklevel=3)
+        return
     if bad.buffer.on_chip:
         why = (
             f"{bad.buffer.label}, an on-chip ({bad.buffer.space}) tensor; kernel outputs must "
