@@ -54,8 +54,11 @@ def run_meta(overload: Any, args: tuple, kwargs: dict) -> Any:
     name = runtime().name
     _, outs = written(overload)
     tensor_args = _tensor_positions(overload)
-    margs = tuple(torch.tensor(a) if i in tensor_args and isinstance(a, (bool, int, float))
-                  else to_meta(a, name) for i, a in enumerate(args))
+    # A 0-d meta tensor promotes as the wrapped number did (0-d tensors do not raise the
+    # dtype of a dimensioned one of their category) and keeps every operand on meta.
+    margs = tuple(torch.tensor(a, device="meta") if i in tensor_args and
+                  isinstance(a, (bool, int, float)) else to_meta(a, name)
+                  for i, a in enumerate(args))
     mkwargs = {k: to_meta(v, name, empty_outs=k in outs) for k, v in kwargs.items()}
     try:
         return overload(*margs, **mkwargs)

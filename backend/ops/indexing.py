@@ -315,4 +315,5 @@ reference_only(*(n for n in cpu_overloads(
     "repeat_interleave", "histc", "bincount", "equal", "isin", "kthvalue", "median", "mode",
     "nanmedian", "_embedding_bag", "_embedding_bag_backward", "diag_embed", "trace",
     "constant_pad_nd", "reflection_pad2d", "replication_pad2d", "complex", "polar",
-    "cumsum", "cumprod", "embedding_dense_backward") if n not in REGISTRY), group="indexing")
+    "cumsum", "cumprod", "embedding_dense_backward", "embedding_renorm") if n not in REGISTRY),
+    group="indexing")
