@@ -77,6 +77,20 @@ def empty_strided(rt: Runtime, size: Any, stride: Any, dtype: torch.dtype | None
     return attach(torch._C._acc.create_empty_tensor([0], dtype), st, 0, size, stride)
 
 
+def empty_contiguous(rt: Runtime, size: Any, dtype: torch.dtype, numel: int) -> torch.Tensor:
+    """empty_strided's lean form for a contiguous result of known element count."""
+    handle, off = rt.allocate(numel * dtype.itemsize)
+    st = torch._C._construct_storage_from_data_pointer(rt.base + off, rt.device,
+                                                       numel * dtype.itemsize)
+    weakref.finalize(st, rt.free, handle)
+    t = torch._C._acc.create_empty_tensor(_EMPTY, dtype)
+    _SET_STORAGE.redispatch(_CPU_KEYS, t, st, 0, size, contiguous_strides(size))
+    return t
+
+
+_EMPTY = [0]
+
+
 def empty(rt: Runtime, size: Any, dtype: torch.dtype | None = None) -> torch.Tensor:
     return empty_strided(rt, size, contiguous_strides(size), dtype)
 
