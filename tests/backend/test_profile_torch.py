@@ -121,3 +121,12 @@ def test_bad_environment_value_is_refused_with_the_allowed_values():
                        capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "1.0"
     assert "TRNSIM_MODE='fast' is not allowed" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_trnsim_chip_selects_the_simulated_chip():
+    code = ("import torch, trnsim.backend as b; x = torch.ones(4, device='trn');"
+            "print(b.runtime.chip.name, torch.trn.mem_get_info()[1])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "TRNSIM_CHIP": "trn2"}, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["trn2", str(96 * (1 << 30))]
