@@ -25,7 +25,9 @@ class MLP(nn.Module):
 class CNNBlock(nn.Module):
     def __init__(self, channels: int = 3, width: int = 8, classes: int = 10):
         super().__init__()
-        self.conv1 = nn.Conv2d(channels, width, 3, padding=1)
+        # no bias before a batch norm (its mean subtraction cancels one: the gradient of such a
+        # bias is rounding noise, which Adam would turn into full-size updates)
+        self.conv1 = nn.Conv2d(channels, width, 3, padding=1, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.conv2 = nn.Conv2d(width, width, 3, stride=2, padding=1)
         self.pool = nn.MaxPool2d(2)
