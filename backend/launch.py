@@ -113,7 +113,8 @@ def launch(kernel: Any, *args: Any, aten_op: str = "", names: tuple[str, ...] = 
              for i, a in enumerate(args)]
     nattrs = {k: to_nki(rt, v, k) for k, v in attrs.items()}
     try:
-        run = run_kernel(fn, nargs, nattrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False)
+        run = run_kernel(fn, nargs, nattrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False,
+                         onchip_pool=rt.onchip_pool)
     except TrnsimError as e:
         rt.kernel_errors += 1
         raise op_error(rt, aten_op or kname, kname, describe(args, attrs), e) from None

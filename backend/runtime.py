@@ -51,6 +51,7 @@ class Runtime:
         self.sessions: list[Any] = []  # open profile_torch sessions (backend.profiler)
         self.kernel_errors = 0
         self.cli_sink: Any = None  # `trnsim profile`'s launch list, once seen
+        self.onchip_pool: dict = {}  # SBUF/PSUM byte arrays lent from launch to launch
 
     # ------------------------------------------------------------ memory
     @property

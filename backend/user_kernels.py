@@ -73,7 +73,7 @@ class TorchAdapter:
         nkwargs = {k: launching.to_nki(rt, v, k) for k, v in kwargs.items()}
         options.pop("values", None)
         run = run_kernel(kernel, nargs, nkwargs, chip=rt.chip, hbm=rt.hbm, host_outputs=False,
-                         **options)
+                         onchip_pool=rt.onchip_pool, **options)
         run.outputs = self._to_torch(run.outputs, flat)
         launching.record(rt, run, name, name, launching.describe(args, kwargs))
         return run

@@ -127,6 +127,14 @@ class NeuronCore:
                                  SBUF_ALIGN, chip.sbuf.usable_bytes_per_partition)
         self.psum = OnChipMemory("psum", chip.psum.partitions, chip.psum.bytes_per_partition,
                                  PSUM_ALIGN)
+        pool = device.onchip_pool
+        if pool is not None:  # a long-lived device: the bytes of earlier launches' cores
+            for mem in (self.sbuf, self.psum):
+                key = (index, mem.space, mem.partitions, mem.bytes_per_partition)
+                if key in pool:
+                    mem.__dict__["data"] = pool[key]
+                else:
+                    pool[key] = mem.data
         parts = chip.sbuf.partitions
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
@@ -303,15 +311,20 @@ def _whole_layout(dtype: dt.DType, shape: tuple[int, ...]) -> Layout:
 class Device:
     """One chip: HBM shared by its NeuronCores, and the program record of a run."""
 
-    def __init__(self, chip: Any, values: bool = True, seed: int = 0, hbm: HBM | None = None):
+    def __init__(self, chip: Any, values: bool = True, seed: int = 0, hbm: HBM | None = None,
+                 onchip_pool: dict | None = None):
         """A fresh chip; `hbm` (optional) an existing HBM of the same chip to run on instead
-        of a fresh one: the launches of a long-lived device (the PyTorch backend) share it."""
+        of a fresh one: the launches of a long-lived device (the PyTorch backend) share it.
+        `onchip_pool` (optional, a dict the caller keeps) lends the SBUF/PSUM byte arrays of
+        earlier launches' cores to this one's, so a launch does not fault in fresh pages
+        (each allocation is poisoned as always: no value carries over)."""
         self.chip = chip
         self.values = values
         self.seed = seed
         if hbm is not None and hbm.capacity_bytes != chip.hbm.capacity_bytes:
             raise ValueError(f"an HBM of {hbm.capacity_bytes} bytes is not {chip.name}'s")
         self.hbm = hbm if hbm is not None else HBM(chip.hbm.capacity_bytes)
+        self.onchip_pool = onchip_pool
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
         self.progress: Any = None  # optional callback(instruction count) for progress displays

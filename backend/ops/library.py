@@ -32,7 +32,8 @@ def _run(kernel: Any, op: str, *args: Any, fp8: tuple[int, ...] = (), **attrs: A
              for i, a in enumerate(args)]
     fn = getattr(kernel, "fn", kernel)
     try:
-        run = run_kernel(fn, views, attrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False)
+        run = run_kernel(fn, views, attrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False,
+                         onchip_pool=rt.onchip_pool)
     except TrnsimError as e:
         raise launching.op_error(rt, op, fn.__name__, launching.describe(args, {}), e) from None
     outs = TorchAdapter(rt)._to_torch(run.outputs, list(args))

@@ -176,14 +176,15 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
                chip: Any = None, lnc: int = 1, grid: Sequence[int] | None = None,
                values: bool = True, generation: str = "ga", seed: int = 0,
                cores_for_grid: int = 1, hbm: Any = None,
-               host_outputs: bool = True) -> KernelRun:
+               host_outputs: bool = True, onchip_pool: dict | None = None) -> KernelRun:
     """Simulate `kernel(*args, **kwargs)` launched on `grid` (B1) or `lnc` cores (GA).
 
     Array arguments (numpy or torch CPU) become shared-HBM tensors; the kernel's returned
     tensors come back as host arrays of the same kind, and written inputs are updated in place.
     `hbm`: run on this existing HBM (allocation.HBM of the chip) instead of a fresh one;
     NkiTensor arguments over it are passed as they are. host_outputs=False returns the
-    kernel's result as it is (HBM NkiTensors), not as host copies.
+    kernel's result as it is (HBM NkiTensors), not as host copies. `onchip_pool`: see
+    core.Device (a long-lived device's launches reuse their on-chip byte arrays).
     """
     if maybe_current() is not None:
         raise KernelError("a kernel launch cannot be nested inside a running kernel "
@@ -198,7 +199,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if lnc not in spec.lnc_allowed and lnc != 1:
         raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
                               f"{', '.join(map(str, spec.lnc_allowed))}", capture_location())
-    device = Device(spec, values=values, seed=seed, hbm=hbm)
+    device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool)
     device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
