@@ -9,6 +9,7 @@ from typing import Any
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
+from source_paths import assert_no_internal_path
 
 
 def tile_fn(
@@ -40,4 +41,4 @@ def check_located(exc: Any, fn: Callable[..., Any], text: str) -> None:
     """The error points at the kernel's own line and shows no simulator path."""
     assert exc.value.loc is not None, str(exc.value)
     assert exc.value.loc.lineno == line_of(fn, text), (exc.value.loc, str(exc.value))
-    assert "/trnsim/" not in str(exc.value), str(exc.value)
+    assert_no_internal_path(str(exc.value))

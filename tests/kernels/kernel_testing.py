@@ -6,6 +6,7 @@ import ml_dtypes
 import nki
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import ConstraintError
 from trnsim.nki.runner import run_kernel
@@ -47,7 +48,7 @@ def assert_rejected(match: str, kernel, *args, chip: str = "trn3", **kwargs) -> 
     assert loc is not None
     assert loc.filename == __file__
     assert "nki.simulate(kernel, chip=chip)" in loc.code
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
 
 
 class Strided:

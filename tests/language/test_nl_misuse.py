@@ -12,6 +12,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import AllocationError, ConstraintError, KernelError, OutOfBoundsError
 from trnsim.nki._isa_base import public_instruction
@@ -33,7 +34,7 @@ def fails_at(kernel, exc_type, *patterns, args=(X,), chip="trn3", in_lambda=Fals
         assert err.loc.function == "<lambda>", (err.loc, str(err))
     else:
         assert err.loc.code.endswith("# ERR"), (err.loc.code, str(err))
-    assert "/trnsim/" not in str(err)
+    assert_no_internal_path(str(err))
     for p in patterns:
         assert re.search(p, err.message), (p, err.message)
     return err

@@ -10,6 +10,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 from nl_testing import run_tile
+from source_paths import assert_no_internal_path
 
 import trnsim
 from trnsim.errors import ConstraintError
@@ -285,7 +286,7 @@ def test_zeros_ones_full_issue_memset():
 def _check_loc(exc, fn):
     assert exc.value.loc is not None
     assert exc.value.loc.function == fn.__name__
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
 
 
 def test_binary_shape_mismatch_error_at_kernel_line():

@@ -11,6 +11,7 @@ import textwrap
 import nki
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import KernelError, TrnsimError, UnsupportedError
 
@@ -54,7 +55,7 @@ def expect_error(kernel, exc_type, *words, args=(X,), **sim_options):
         f"expected {exc_type.__name__}, got {type(exc).__name__}: {exc}"
     )
     text = str(exc)
-    assert "/trnsim/" not in text, text
+    assert_no_internal_path(text)
     loc = getattr(exc, "loc", None)
     assert loc is not None, f"error has no source location: {text}"
     assert loc.lineno in bug_lines(kernel), (

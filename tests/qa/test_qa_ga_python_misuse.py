@@ -10,6 +10,7 @@ import nki.language as nl
 import numpy as np
 import pytest
 from qa_helpers import X, expect_error
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import AllocationError, ConstraintError, KernelError
 
@@ -192,4 +193,4 @@ def test_error_inside_helper_points_at_helper_line():
     with pytest.raises(ConstraintError, match="operand0") as exc:
         nki.simulate(k_error_in_helper)(X)
     assert exc.value.loc.lineno == line
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))

@@ -11,6 +11,7 @@ import textwrap
 import neuronxcc.nki as nki
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import KernelError, TrnsimError, UnsupportedError
 
@@ -52,7 +53,7 @@ def expect_b1_error(kernel, code, *words, args=(X,), grid=None, exc_type=KernelE
         pytest.fail(f"{kernel.__name__}: no error raised")
     assert isinstance(exc, (exc_type, UnsupportedError)), f"{type(exc).__name__}: {exc}"
     text = str(exc)
-    assert "/trnsim/" not in text, text
+    assert_no_internal_path(text)
     if code is not None:
         assert getattr(exc, "code", None) == code, text
         assert f"[{code}]" in text, text

@@ -9,6 +9,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import ConstraintError
 from trnsim.nki.runner import run_kernel
@@ -43,7 +44,7 @@ def raises_at(kernel, *args, match, chip=None, error=ConstraintError):
     want = start + next(i for i, text in enumerate(lines) if "# <- rule" in text)
     assert exc.value.loc is not None
     assert exc.value.loc.lineno == want
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
     return exc.value
 
 

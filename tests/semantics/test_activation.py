@@ -16,6 +16,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import ConstraintError, SimulationWarning, UnsupportedError
 from trnsim.semantics.activation import ACTIVATIONS, activation_name
@@ -45,7 +46,7 @@ def expect_error(kernel, arrays, match, chip="trn3", exc_type=ConstraintError):
         run(kernel, *arrays, chip=chip)
     lines, start = inspect.getsourcelines(kernel)
     assert exc.value.loc.lineno in [start + i for i, ln in enumerate(lines) if "# BAD" in ln]
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
 
 
 def act_kernel(op, out_dtype=nl.float32, **kw):

@@ -10,6 +10,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import ConstraintError, UnsupportedError
 from trnsim.nki.runner import run_kernel
@@ -36,7 +37,7 @@ def assert_at_user_line(exc: pytest.ExceptionInfo) -> None:
     assert loc is not None
     assert loc.filename == __file__
     assert "# ERR" in statement_at(loc.filename, loc.lineno)
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
 
 
 def store_registers(*regs):

@@ -15,6 +15,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, SimulationWarning, UnsupportedError
@@ -59,7 +60,7 @@ def expect_error(kernel, arrays, match, chip="trn3", exc_type=ConstraintError):
         nki.simulate(kernel, chip=chip)(*arrays)
     assert exc.value.loc is not None
     assert exc.value.loc.lineno in bad_lines(kernel)
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
 
 
 def run(kernel, *arrays, chip="trn3"):
