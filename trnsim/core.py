@@ -16,7 +16,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim import semantics as sem
 from trnsim.allocation import HBM, OnChipMemory
-from trnsim.errors import AllocationError, ConstraintError, UnsupportedError
+from trnsim.errors import AllocationError, ConstraintError, KernelError, UnsupportedError
 from trnsim.memory import (
     ON_CHIP,
     Buffer,
@@ -254,6 +254,8 @@ class NeuronCore:
             elif v is not None:
                 scalars.append((k, v))
         new_key, recorded = self._check(spec, engine, operands, attrs)
+        if self.device.guarded:
+            _refuse_guarded_writes(spec, tensors, loc)
         if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
             fn(self, engine=engine, **operands, **attrs)
             if self.values and not getattr(fn, "marks_psum", False):
@@ -283,6 +285,19 @@ class NeuronCore:
         if self.device.progress is not None and instr.index % 2048 == 0:
             self.device.progress(instr.index)
         return instr
+
+
+def _refuse_guarded_writes(spec: Any, tensors: Mapping[str, View],
+                           loc: SourceLocation | None) -> None:
+    """KernelError, before it runs, for an instruction writing a buffer whose write guard
+    refuses the write (Buffer.write_guard)."""
+    for k, v in tensors.items():
+        guard = v.buffer.write_guard
+        ospec = spec.operands.get(k)
+        if guard is not None and ospec is not None and ospec.access != "read":
+            why = guard(v.buffer)
+            if why:
+                raise KernelError(f"{spec.name} operand '{k}': {why}", loc)
 
 
 _RECORDED_AS_IS = frozenset({bool, int, float, str, type(None)})
@@ -328,6 +343,7 @@ class Device:
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
         self.progress: Any = None  # optional callback(instruction count) for progress displays
+        self.guarded = False  # some buffer has a Buffer.write_guard: check written operands
 
     def core(self, index: int) -> NeuronCore:
         if not 0 <= index < self.chip.cores_per_chip:

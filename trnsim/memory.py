@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,10 @@ class Buffer:
     """One allocation: a block of HBM, or a partitions x bytes rectangle of SBUF/PSUM."""
 
     _handle: int | None = None  # (a class default: __del__ may run on a half-made buffer)
+    # Called as write_guard(buffer) before an instruction writes it: why the write is refused
+    # ("" to allow it). Host arguments whose host array cannot take the values back
+    # (trnsim.nki.host_io) have one; checked only on a Device marked guarded.
+    write_guard: Callable[[Buffer], str] | None = None
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,

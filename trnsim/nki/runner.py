@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import itertools
 import os
 import warnings
@@ -11,13 +12,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from trnsim import dtypes as dt
 from trnsim.core import Device
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
+from trnsim.nki.host_io import (
+    HostArgument,
+    device_dtype,
+    from_host_array,
+    guard_writes,
+    native,
+    to_host_array,
+    write_back,
+    write_refusal,
+)
+from trnsim.nki.host_io import is_array_arg as _is_array_arg
+from trnsim.nki.host_io import is_torch as _is_torch
 from trnsim.nki.lnc import Programs
 from trnsim.nki.tensor import NkiTensor, check_ga_outputs
 from trnsim.nki.typing import check_annotations
@@ -92,54 +102,6 @@ def stop_recording(token: contextvars.Token) -> None:
 # ---------------------------------------------------------------- host <-> device values
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
-
-
-def to_host_array(x: Any) -> np.ndarray:
-    """numpy view of a numpy array or torch CPU tensor (bf16 through its bits)."""
-    if _is_torch(x):
-        t = x.detach().cpu().contiguous()
-        name = str(t.dtype).replace("torch.", "")
-        if name == "bfloat16":
-            import ml_dtypes
-
-            return t.view(_torch_int16()).numpy().view(ml_dtypes.bfloat16)
-        if name.startswith("float8"):
-            return t.view(_torch_uint8()).numpy().view(dt.resolve(name).storage)
-        return t.numpy()
-    return np.asarray(x)
-
-
-def _torch_int16() -> Any:
-    import torch
-
-    return torch.int16
-
-
-def _torch_uint8() -> Any:
-    import torch
-
-    return torch.uint8
-
-
-def from_host_array(a: np.ndarray, like: Any) -> Any:
-    if like is None or not _is_torch(like):
-        return a
-    import torch
-
-    name = dt.resolve(a.dtype).name
-    if name == "bfloat16":
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    if name.startswith("float8"):
-        return torch.from_numpy(a.view(np.uint8).copy()).view(getattr(torch, name))
-    return torch.from_numpy(np.array(a))
-
-
-def _is_array_arg(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or _is_torch(x)
-
-
 # ---------------------------------------------------------------- device tensors
 
 # Registered once by the PyTorch backend (trnsim.backend) when it creates its device: an
@@ -203,11 +165,13 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
-    host_args, dev_args = [], []
-    for i, a in enumerate(args):
-        host_args.append(a)
-        dev_args.append(_arg_to_device(device, a, f"arg{i}"))
-    dev_kwargs = {k: _arg_to_device(device, v, k) for k, v in kwargs.items()}
+    host: list[HostArgument] = []
+    labels = _parameter_names(kernel, len(args))
+    dev_args = [_arg_to_device(device, a, f"arg{i}", labels[i], host)
+                for i, a in enumerate(args)]
+    dev_kwargs = {k: _arg_to_device(device, v, k, k, host) for k, v in kwargs.items()}
+    if values and guard_writes(host):
+        device.guarded = True
     check_annotations(kernel, dev_args, dev_kwargs)
     shared: dict[Any, Any] = {}
     contexts = []
@@ -238,8 +202,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         outputs = result
     else:
         outputs = _result_to_host(result, like=_first_torch(args, kwargs)) if values else None
-    _update_inputs(host_args, dev_args, values)
-    _update_inputs(list(kwargs.values()), list(dev_kwargs.values()), values)
+    if values:
+        write_back(host)
     run = KernelRun(outputs, device.program, spec, device,
                     getattr(kernel, "__name__", str(kernel)), grid)
     sink = _RECORDER.get()
@@ -294,22 +258,33 @@ def _first_torch(args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     return None
 
 
-def _arg_to_device(device: Device, a: Any, name: str) -> Any:
+def _parameter_names(kernel: Callable[..., Any], n: int) -> list[str]:
+    """How messages name the first n positional arguments: the kernel's parameter names (of
+    the user's function, for a launcher that records it as `source_fn`)."""
+    try:
+        fn = getattr(kernel, "source_fn", kernel)
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
+
+
+def _arg_to_device(device: Device, a: Any, name: str, label: str,
+                   host: list[HostArgument]) -> Any:
+    """An array argument as a dense row-major HBM tensor of its shape and values (any host
+    layout: a device copy is dense)."""
     if not _is_array_arg(a):
         if isinstance(a, (list, tuple)) and any(_is_array_arg(x) for x in a):
-            return type(a)(_arg_to_device(device, x, f"{name}_{i}") for i, x in enumerate(a))
+            return type(a)(_arg_to_device(device, x, f"{name}_{i}", f"{label}[{i}]", host)
+                           for i, x in enumerate(a))
         return a
-    arr = to_host_array(a)
-    try:
-        dtype = dt.resolve(arr.dtype)
-    except (TypeError, KeyError, ValueError) as e:
-        raise ConstraintError(f"kernel argument '{name}': dtype {arr.dtype} has no device "
-                              f"equivalent (known: {', '.join(dt.ALL)})") from e
-    if arr.dtype == np.float64:
-        raise ConstraintError(f"kernel argument '{name}': float64 is not a device dtype "
-                              "(use float32)")
-    view = device.hbm_from_array(arr, dtype, name)
-    return NkiTensor(view.buffer, view.layout)
+    arr = to_host_array(a, label)
+    values = native(arr)
+    view = device.hbm_from_array(values, device_dtype(values, label), name)
+    tensor = NkiTensor(view.buffer, view.layout)
+    host.append(HostArgument(a, arr, tensor, label, write_refusal(a, arr)))
+    return tensor
 
 
 def _result_to_host(result: Any, like: Any) -> Any:
@@ -323,24 +298,3 @@ def _result_to_host(result: Any, like: Any) -> Any:
     if isinstance(result, dict):
         return {k: _result_to_host(v, like) for k, v in result.items()}
     return result
-
-
-def _update_inputs(host: Sequence[Any], dev: Sequence[Any], values: bool) -> None:
-    if not values:
-        return
-    for h, d in zip(host, dev, strict=True):
-        if isinstance(d, NkiTensor) and d.buffer.space == "hbm":
-            new = d.read()
-            if isinstance(h, np.ndarray):
-                if h.flags.writeable and not np.array_equal(h.view(np.uint8),
-                                                            new.view(np.uint8)):
-                    h[...] = new.view(h.dtype) if new.dtype.itemsize == h.dtype.itemsize else new
-            elif _is_torch(h):
-                cur = to_host_array(h)
-                if not np.array_equal(cur.view(np.uint8), new.view(np.uint8)):
-                    import torch
-
-                    with torch.no_grad():
-                        h.copy_(from_host_array(new, h))
-        elif isinstance(h, (list, tuple)) and isinstance(d, (list, tuple)):
-            _update_inputs(h, d, values)

@@ -149,6 +149,7 @@ class Kernel(GAKernel):
 
         entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
         entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
+        entry.source_fn = self.fn  # type: ignore[attr-defined]  # messages name its parameters
         try:
             return run_kernel(
                 entry,
