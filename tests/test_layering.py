@@ -11,7 +11,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Layer of each first-level module under trnsim/ (lower may not import higher).
 LAYERS = {
-    "errors": 0, "device_config": 0, "program": 0, "yamlfile": 0, "gcpause": 0, "dtypes": 1,
+    "errors": 0, "device_config": 0, "program": 0, "yamlfile": 0, "gcpause": 0, "hostmem": 0,
+    "dtypes": 1,
     "dtype_promotion": 1,
     "chip": 2, "chipfile": 2, "chipspec": 2, "spec": 2,
     "allocation": 3, "memory": 3, "semantics": 4, "timing": 5, "trace": 5, "viz": 5, "core": 6,

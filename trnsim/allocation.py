@@ -1,23 +1,30 @@
 """Simulated memories and their allocators: lazy HBM per chip, SBUF/PSUM per core.
 
-Knows errors; knows nothing about dtypes, views, instructions or time.
+Knows errors and the host's memory budget; knows nothing about dtypes, views, instructions
+or time.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import mmap
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
 from trnsim.errors import AllocationError
+from trnsim.hostmem import HostBudget
 
 # Linux value of MAP_NORESERVE; the mmap module only exposes it from Python 3.13 on.
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
 
 HBM_ALIGN = 64  # bytes; allocation granularity of HBM tensors
+# Host RAM behind HBM is admitted (HostBudget), poisoned and given back in chunks of this many
+# bytes: a fresh 100 GiB tensor costs nothing until an instruction reaches a chunk of it.
+HOST_CHUNK = 1 << 20
 
 
 class Allocator:
@@ -144,6 +151,9 @@ class LinearAllocator:
         self._cursor = 0
         self.used_bytes = 0
         self.peak_bytes = 0
+        # Called with the free gap [start, end) a free() leaves (coalesced with its neighbours):
+        # HBM gives the host RAM of whole chunks inside it back.
+        self.on_free: Callable[[int, int], None] | None = None
 
     def allocate(self, p0: int, partitions: int, size: int,
                  align: int | None = None) -> tuple[int, int]:
@@ -207,10 +217,13 @@ class LinearAllocator:
             b1 = ends.pop(b1)
             del starts[i]
         if i > 0 and ends[starts[i - 1]] == b0:  # and with the gap before
-            ends[starts[i - 1]] = b1
+            b0 = starts[i - 1]
+            ends[b0] = b1
         else:
             starts.insert(i, b0)
             ends[b0] = b1
+        if self.on_free is not None:
+            self.on_free(b0, b1)
 
     def block(self, handle: int) -> tuple[int, int]:
         """(start, end) bytes of a live allocation."""
@@ -233,23 +246,131 @@ class LinearAllocator:
 
 
 class HBM:
-    """A chip's HBM: one lazily backed flat byte space (pages materialize on first write)."""
+    """A chip's HBM: one lazily backed flat byte space. Host RAM is taken only for the chunks
+    (HOST_CHUNK) something reaches, admitted first by a HostBudget (a HostMemoryError names
+    the bytes needed and available instead of an OOM kill), and given back when a free leaves
+    whole chunks unallocated."""
 
     def __init__(self, capacity_bytes: int, policy: str = "next"):
         self.capacity_bytes = capacity_bytes
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
         self._map = mmap.mmap(-1, capacity_bytes, flags=flags)
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):  # one touched byte must not fault in 2 MiB
+            with contextlib.suppress(OSError):
+                self._map.madvise(mmap.MADV_NOHUGEPAGE)
         self.data = np.frombuffer(self._map, dtype=np.uint8)
         self.allocator = LinearAllocator("hbm", capacity_bytes, HBM_ALIGN, policy)
+        self.allocator.on_free = self._give_back
+        self.budget = HostBudget()
+        self._resident = np.zeros(-(-capacity_bytes // HOST_CHUNK), dtype=bool)
+        self.resident_bytes = 0  # host RAM admitted for HBM chunks (an upper bound of RSS)
+        self.peak_resident_bytes = 0  # since the last reset_peak()
 
     @property
     def base_address(self) -> int:
-        """Host address of HBM byte 0 (zero-copy aliases: the PyTorch device's storages)."""
+        """Host address of HBM byte 0 (zero-copy aliases: the PyTorch device's storages).
+        Bytes reached only through it bypass the host budget: call materialize() first."""
         return self.data.ctypes.data
 
     def allocate(self, nbytes: int) -> tuple[int, int]:
         """(handle, byte offset) of a fresh block; raises AllocationError when full."""
         return self.allocator.allocate(0, 1, nbytes)
+
+    def reset_peak(self) -> None:
+        """Start a new peak window (a launch on a long-lived HBM)."""
+        self.peak_resident_bytes = self.resident_bytes
+
+    def materialize(self, start: int, end: int, what: str = "HBM") -> np.ndarray:
+        """Admit host RAM for HBM bytes [start, end) before they are first touched; returns
+        the indices of the chunks that were not resident yet."""
+        c0, c1 = start // HOST_CHUNK, -(-end // HOST_CHUNK)
+        part = self._resident[c0:c1]
+        if end <= start or part.all():
+            return _NO_CHUNKS
+        new = np.flatnonzero(~part)
+        nbytes = self._chunks_bytes(new + c0)
+        self.budget.admit(nbytes, what)
+        part[new] = True
+        self.resident_bytes += nbytes
+        self.peak_resident_bytes = max(self.peak_resident_bytes, self.resident_bytes)
+        return new + c0
+
+    def _chunks_bytes(self, chunks: np.ndarray) -> int:
+        nbytes = len(chunks) * HOST_CHUNK
+        last = len(self._resident) - 1
+        if len(chunks) and chunks[-1] == last:  # the last chunk may be short
+            nbytes -= (last + 1) * HOST_CHUNK - self.capacity_bytes
+        return nbytes
+
+    def _give_back(self, start: int, end: int) -> None:
+        """LinearAllocator.on_free: the host RAM of the whole chunks inside free [start, end)."""
+        c0, c1 = -(-start // HOST_CHUNK), end // HOST_CHUNK
+        if c1 <= c0:
+            return
+        held = np.flatnonzero(self._resident[c0:c1]) + c0
+        if not held.size:
+            return
+        for a, b in chunk_runs(held):
+            length = min(b * HOST_CHUNK, self.capacity_bytes) - a * HOST_CHUNK
+            self._map.madvise(mmap.MADV_DONTNEED, a * HOST_CHUNK, length)
+        self._resident[held] = False
+        nbytes = self._chunks_bytes(held)
+        self.resident_bytes -= nbytes
+        self.budget.release(nbytes)
+
+    def pending_poison(self, start: int, nbytes: int, bits: np.ndarray,
+                       what: str) -> PendingPoison:
+        return PendingPoison(self, start, nbytes, bits, what)
+
+
+_NO_CHUNKS = np.zeros(0, dtype=np.int64)
+
+
+def chunk_runs(chunks: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted chunk indices as runs [a, b) of consecutive ones."""
+    if not chunks.size:
+        return []
+    breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
+    firsts = np.concatenate(([0], breaks))
+    lasts = np.concatenate((breaks, [chunks.size]))
+    return [(int(chunks[f]), int(chunks[la - 1]) + 1) for f, la in zip(firsts, lasts, strict=True)]
+
+
+class PendingPoison:
+    """The poison fill of a fresh HBM block, written chunk by chunk when something first
+    reaches the chunk (memory.strided_array): never-written memory reads as poison, yet a
+    fresh tensor costs no host RAM until then."""
+
+    __slots__ = ("bits", "done", "end", "first", "hbm", "left", "start", "what")
+
+    def __init__(self, hbm: HBM, start: int, nbytes: int, bits: np.ndarray, what: str):
+        self.hbm, self.bits, self.what = hbm, bits, what
+        self.start, self.end = start, start + nbytes
+        self.first = start // HOST_CHUNK
+        self.done = np.zeros((self.end - 1) // HOST_CHUNK - self.first + 1, dtype=bool)
+        self.left = len(self.done)
+
+    def touch(self, lo: int, hi: int) -> bool:
+        """Poison the not yet poisoned chunks of HBM bytes [lo, hi) (inside the block);
+        True once every chunk of the block is."""
+        c0 = max(lo, self.start) // HOST_CHUNK - self.first
+        c1 = (min(hi, self.end) - 1) // HOST_CHUNK + 1 - self.first
+        part = self.done[c0:c1]
+        if part.all():
+            return not self.left
+        todo = np.flatnonzero(~part) + c0
+        data = self.hbm.data
+        for a, b in chunk_runs(todo):
+            s = max(self.start, (a + self.first) * HOST_CHUNK)
+            e = min(self.end, (b + self.first) * HOST_CHUNK)
+            self.hbm.materialize(s, e, self.what)
+            data[s:e].view(self.bits.dtype).fill(self.bits)
+        self.done[todo] = True
+        self.left -= len(todo)
+        return not self.left
+
+    def touch_all(self) -> None:
+        self.touch(self.start, self.end)
 
 
 class OnChipMemory:

@@ -99,10 +99,11 @@ def _profile(args: argparse.Namespace) -> int:
     if not runs:
         print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
         return 1
-    profiles = [
-        (r.kernel_name, time_program(r.program, r.chip, reorder=not args.as_written))
-        for r in runs
-    ]
+    profiles = []
+    for r in runs:
+        prof = time_program(r.program, r.chip, reorder=not args.as_written)
+        prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
+        profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, args.dma_rows)
     trace.save(args.output)
     summaries = [report.summary(p, name) for name, p in profiles]

@@ -340,10 +340,19 @@ class Device:
             raise ValueError(f"an HBM of {hbm.capacity_bytes} bytes is not {chip.name}'s")
         self.hbm = hbm if hbm is not None else HBM(chip.hbm.capacity_bytes)
         self.onchip_pool = onchip_pool
+        self.hbm.reset_peak()
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
         self.progress: Any = None  # optional callback(instruction count) for progress displays
         self.guarded = False  # some buffer has a Buffer.write_guard: check written operands
+
+    @property
+    def host_peak_resident_bytes(self) -> int:
+        """Peak host RAM behind this launch's simulated memories: HBM chunks reached (peak
+        since the launch began) plus the SBUF/PSUM arrays made (each whole)."""
+        onchip = sum(m.partitions * m.bytes_per_partition for c in self.cores.values()
+                     for m in (c.sbuf, c.psum) if "data" in m.__dict__)
+        return self.hbm.peak_resident_bytes + onchip
 
     def core(self, index: int) -> NeuronCore:
         if not 0 <= index < self.chip.cores_per_chip:
@@ -365,13 +374,17 @@ class Device:
         buf = Buffer(self.hbm, "hbm", core, 0, 1, off, nbytes, kind, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
         view = View(buf, _whole_layout(dtype, shape))
-        if poison and self.values and n:
-            fill_poison(view)
+        if poison and self.values and n:  # written out chunk by chunk on first touch
+            what = f"hbm tensor '{name}'" if name else str(buf.label)
+            buf.poison = self.hbm.pending_poison(off, nbytes, _poison_bits(dtype), what)
         return view
 
     def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "") -> View:
         view = self.allocate_hbm(array.shape, dtype, name, poison=False)
         if self.values and view.size:
+            buf = view.buffer
+            self.hbm.materialize(buf.byte_start, buf.byte_start + buf.nbytes,
+                                 f"the HBM copy of kernel argument '{name}'")
             if dtype.kind == "packed":
                 view.write_raw(np.ascontiguousarray(array).view(dtype.storage))
             elif array.dtype == dtype.storage and dtype.name != "tfloat32":

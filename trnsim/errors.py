@@ -45,6 +45,11 @@ class AllocationError(KernelError):
     """A memory space is full: says requested, free and capacity."""
 
 
+class HostMemoryError(AllocationError):
+    """The host has too little RAM for what the simulated memories must hold: says the bytes
+    needed and available (raised before the memory is touched, never an OOM kill)."""
+
+
 class OutOfBoundsError(KernelError):
     """A view reaches outside its buffer, or a runtime index is out of range."""
 

@@ -18,7 +18,7 @@ from trnsim.errors import AllocationError, OutOfBoundsError
 from trnsim.program import Region, SourceLocation
 
 if TYPE_CHECKING:
-    from trnsim.allocation import HBM, OnChipMemory
+    from trnsim.allocation import HBM, OnChipMemory, PendingPoison
 
 INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
 
@@ -47,6 +47,9 @@ class Buffer:
     # ("" to allow it). Host arguments whose host array cannot take the values back
     # (trnsim.nki.host_io) have one; checked only on a Device marked guarded.
     write_guard: Callable[[Buffer], str] | None = None
+    # The poison fill of a fresh HBM block not yet written out (allocation.PendingPoison):
+    # strided_array writes it for each chunk an access first reaches.
+    poison: PendingPoison | None = None
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
@@ -105,7 +108,15 @@ class Buffer:
         if self.on_chip:
             p0, b0 = self.partition_start, self.byte_start
             return self.memory.data[p0:p0 + self.partitions, b0:b0 + self.nbytes]
+        self.materialize()
         return self.memory.data[self.byte_start:self.byte_start + self.nbytes]
+
+    def materialize(self) -> None:
+        """Write out the pending poison of an HBM buffer (before its bytes are reached other
+        than through a View, e.g. by a zero-copy alias of HBM.base_address)."""
+        if self.poison is not None:
+            self.poison.touch_all()
+            self.poison = None
 
 
 @dataclass(frozen=True)
@@ -263,6 +274,11 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
     else:
         start = buf.byte_start + lay.offset * isz
         byte_strides = [s * isz for s in lay.strides]
+        poison = buf.poison
+        if poison is not None:  # the fresh HBM chunks this access reaches hold poison first
+            lo, hi = lay._span
+            if poison.touch(buf.byte_start + lo * isz, buf.byte_start + (hi + 1) * isz):
+                buf.poison = None
     # Stride the raw bits, then view: numpy cannot parse ml_dtypes' float8_e5m2 typestr
     # ('<f1'). np.ndarray over the memory's buffer is as_strided without its Python overhead.
     if isz in (1, 2, 4, 8):

@@ -226,6 +226,8 @@ def summary(profile: Profile, kernel: str = "") -> dict[str, Any]:
     s["dma_transfer_count"] = len(profile.dma_transfers)
     s["peak_sbuf_usage_bytes"] = _peak(profile, "sbuf_usage")
     s["peak_psum_usage_bytes"] = _peak(profile, "psum_usage")
+    # Host RAM behind the simulated memories (0: not measured, e.g. timed from a record).
+    s["host_peak_resident_bytes"] = int(getattr(profile, "host_peak_resident_bytes", 0))
     s["top_lines"] = [{"location": ls.location, "code": ls.code, "time_ns": round(ls.time_ns, 1),
                        "instructions": ls.instructions} for ls in line_stats(profile)[:10]]
     s["insights"] = insights(profile, s)
@@ -315,6 +317,8 @@ def format_summary(s: dict[str, Any]) -> str:
              f"  dma_count                       {s['dma_count']}",
              f"  average_dma_size                {s['average_dma_size']:.0f}",
              f"  instruction_count               {s['instruction_count']}"]
+    if s.get("host_peak_resident_bytes"):
+        lines.append(f"  host_peak_resident_bytes        {s['host_peak_resident_bytes']}")
     for row in ROW_ORDER:
         lines.append(f"  {row + '_active_time_percent':36s}{s[f'{row}_active_time_percent']:.2f}"
                      f"   ({s[f'{row}_instruction_count']} instructions)")

@@ -97,6 +97,8 @@ class Profile:
         self.outputs = outputs
         self.values = values
         self.kernel_name = ""  # set by profile(): the kernel function's name
+        # Peak host RAM behind the run's simulated memories (core.Device); 0 if not known.
+        self.host_peak_resident_bytes = 0
         tpn = timeline.ticks_per_ns
         self._tpn = tpn
         ends = [t for t in timeline.end if t >= 0]
@@ -424,4 +426,5 @@ def profile(
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values)
     prof = time_program(run.program, run.chip, run.outputs if values else None, values, reorder)
     prof.kernel_name = run.kernel_name
+    prof.host_peak_resident_bytes = run.device.host_peak_resident_bytes
     return prof

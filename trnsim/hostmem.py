@@ -1,0 +1,130 @@
+"""Host RAM behind the simulated memories: how much there is, and a budget that refuses
+before the OOM killer would. Knows errors; knows nothing about tensors, chips or time.
+
+The limit is the smallest of MemAvailable (/proc/meminfo), the cgroup's memory limit less its
+usage (containers), and TRNSIM_HOST_MEMORY_LIMIT (bytes; "4G"-style suffixes allowed) less
+what the simulated memories already hold.
+"""
+
+from __future__ import annotations
+
+import os
+
+from trnsim.errors import HostMemoryError
+
+ENV_LIMIT = "TRNSIM_HOST_MEMORY_LIMIT"
+RECHECK_BYTES = 1 << 30  # re-read the host's free memory at least every GiB materialized
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """'4294967296', '4G', '512M', '1.5GiB' -> bytes; ValueError otherwise."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in _SUFFIX and not t[-1:].isdigit() else ""
+    number = float(t[: len(t) - len(unit)])
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(text)
+    return int(number * _SUFFIX[unit])
+
+
+def _meminfo() -> dict[str, int]:
+    out = {}
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                parts = rest.split()
+                if parts and parts[0].isdigit():
+                    out[key] = int(parts[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_free() -> int | None:
+    """Bytes the cgroup may still allocate (v2, then v1), None if unlimited or unknown."""
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                          "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        lim, used = _read_int(limit), _read_int(usage)
+        if lim is not None and used is not None and lim < 1 << 60:
+            return max(0, lim - used)
+    return None
+
+
+def host_available_bytes() -> int | None:
+    """Bytes of host RAM that can still be allocated (None when the host does not say)."""
+    candidates = [v for v in (_meminfo().get("MemAvailable"), _cgroup_free()) if v is not None]
+    return min(candidates) if candidates else None
+
+
+def host_total_bytes() -> int:
+    return _meminfo().get("MemTotal", 0)
+
+
+def configured_limit() -> int | None:
+    """TRNSIM_HOST_MEMORY_LIMIT in bytes, or None when unset; SpecError-free: a malformed
+    value raises HostMemoryError naming the variable."""
+    text = os.environ.get(ENV_LIMIT, "").strip()
+    if not text:
+        return None
+    try:
+        return parse_bytes(text)
+    except ValueError:
+        raise HostMemoryError(f"{ENV_LIMIT}={text!r} is not a number of bytes "
+                              "(e.g. 4294967296, 4G, 512M)") from None
+
+
+class HostBudget:
+    """Admits host RAM for simulated memory before it is touched; refuses with a
+    HostMemoryError naming the bytes needed and available instead of letting the process be
+    OOM-killed. The host is asked again at least every RECHECK_BYTES admitted."""
+
+    def __init__(self) -> None:
+        self.held_bytes = 0  # admitted and not given back
+        self._allowance = 0  # bytes admissible before the host is asked again
+        total = host_total_bytes()
+        # Kept free for the simulator's own work (numpy temporaries, the program record).
+        self.reserve_bytes = max(512 << 20, total // 16)
+
+    def admit(self, nbytes: int, what: str) -> None:
+        """Admit `nbytes` more (raises HostMemoryError if the host cannot hold them)."""
+        if nbytes <= self._allowance:
+            self._allowance -= nbytes
+            self.held_bytes += nbytes
+            return
+        free, source = self._free_bytes()
+        if free is not None and nbytes > free:
+            raise HostMemoryError(
+                f"host memory: {what} needs {nbytes} more bytes of host RAM, but only "
+                f"{max(free, 0)} are available ({source}; the simulated memories hold "
+                f"{self.held_bytes}). Simulate a smaller problem, or time it with "
+                "values=False, which keeps no values")
+        self._allowance = RECHECK_BYTES if free is None else min(free - nbytes, RECHECK_BYTES)
+        self.held_bytes += nbytes
+
+    def release(self, nbytes: int) -> None:
+        self.held_bytes -= nbytes
+        self._allowance += nbytes
+
+    def _free_bytes(self) -> tuple[int | None, str]:
+        limit = configured_limit()
+        avail = host_available_bytes()
+        options = []
+        if limit is not None:
+            options.append((limit - self.held_bytes, f"{ENV_LIMIT}={limit}"))
+        if avail is not None:
+            options.append((avail - self.reserve_bytes,
+                            f"the host has {avail} free, {self.reserve_bytes} kept in reserve"))
+        if not options:
+            return None, ""
+        return min(options)
