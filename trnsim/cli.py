@@ -49,6 +49,9 @@ def run_script(script: str, script_args: list[str]) -> None:
 
 @command("run", "run a script with nki (and neuronxcc.nki) resolving to trnsim", _configure_run)
 def _run(args: argparse.Namespace) -> int:
+    from trnsim.cli_checks import check_script
+
+    check_script(args.script)
     run_script(args.script, args.script_args)
     return 0
 

@@ -9,7 +9,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from trnsim import cli_checks, trace_files
 from trnsim.cli import command, run_script
+from trnsim.errors import UsageError
 
 
 @contextmanager
@@ -46,7 +48,7 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
                    help="trace file (.pftrace, or .json for Chrome's format)")
     p.add_argument("--png", default=None, help="also draw the timeline into this PNG")
     p.add_argument("--chip", default=None, help="trn1, trn2 or trn3 (default: trn3)")
-    p.add_argument("--dma-rows", choices=["queue", "engine"], default="queue",
+    p.add_argument("--dma-rows", default="queue",
                    help="one DMA row per queue (default) or per DMA engine")
     p.add_argument("--as-written", action="store_true",
                    help="time instructions in program order, not in the compiler's order")
@@ -83,12 +85,17 @@ def _profile(args: argparse.Namespace) -> int:
     from trnsim import report
 
     _split_trailing_options(args)
+    cli_checks.check_script(args.script)
+    cli_checks.check_trace_output(args.output)
+    cli_checks.check_png(args.png)
+    cli_checks.check_chip(args.chip)
+    cli_checks.check_dma_rows(args.dma_rows)
     from trnsim.nki.runner import record_launches, stop_recording
     from trnsim.timing.profile import time_program
     from trnsim.viz import plot
 
-    if args.chip:
-        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = args.chip
+    if args.chip is not None:
+        os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = args.chip.strip()
     runs: list = []
     token = record_launches(runs)
     try:
@@ -105,10 +112,8 @@ def _profile(args: argparse.Namespace) -> int:
         prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
         profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, args.dma_rows)
-    trace.save(args.output)
     summaries = [report.summary(p, name) for name, p in profiles]
-    with open(report.summary_path(args.output), "w") as f:
-        json.dump({"launches": summaries}, f, indent=1, sort_keys=True)
+    trace_files.write(trace, summaries, args.output)
     for s in summaries:
         print(report.format_summary(s))
     print(f"wrote {args.output} ({len(runs)} launch{'es' if len(runs) > 1 else ''})")
@@ -119,10 +124,11 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _summaries(path: str) -> list[dict]:
-    from trnsim import report
-
-    data = report.load_summary(path)
-    return data.get("launches", [data])
+    """A trace's launch summaries, read from the trace (its sidecar only when it matches)."""
+    launches, note = trace_files.load_summaries(path)
+    if note:
+        print(note, file=sys.stderr)
+    return launches
 
 
 def _configure_view(p: argparse.ArgumentParser) -> None:
@@ -135,16 +141,16 @@ def _configure_view(p: argparse.ArgumentParser) -> None:
 def _view(args: argparse.Namespace) -> int:
     from trnsim import report
 
+    cli_checks.check_png(args.png)
     sums = _summaries(args.trace)
     if args.json:
         print(json.dumps(sums if len(sums) > 1 else sums[0], indent=1, sort_keys=True))
     else:
         print("\n\n".join(report.format_summary(s) for s in sums))
     if args.png:
-        from trnsim.trace import trace_from_perfetto
         from trnsim.viz import plot
 
-        plot(trace_from_perfetto(args.trace), args.png)
+        plot(trace_files.read_trace(args.trace, summary=False), args.png)
         print(f"wrote {args.png}")
     return 0
 
@@ -182,6 +188,11 @@ def _configure_demo(p: argparse.ArgumentParser) -> None:
 def _demo(args: argparse.Namespace) -> int:
     from trnsim.demo import run_demo, run_torch_demo
 
+    cli_checks.check_chip(args.chip)
+    if args.size < 512 or args.size % 512:
+        raise UsageError(f"--size {args.size}: a positive multiple of 512")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out '{args.out}' is a file; give a folder")
     with progress("demo"):
         out = run_demo(args.out, args.chip, args.size)
     for line in out:

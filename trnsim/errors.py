@@ -76,5 +76,9 @@ class UnsupportedError(TrnsimError, NotImplementedError):
         super().__init__(text)
 
 
+class UsageError(TrnsimError):
+    """A command-line argument or input file is unusable: names it and says what is allowed."""
+
+
 class SimulationWarning(UserWarning):
     """Suspicious but legal kernel behaviour (e.g. accumulate onto never-written PSUM)."""

@@ -9,12 +9,12 @@ Names follow Neuron's profiler (trainium-hw.md §D): rows `Sync(nc0)`,
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trnsim import trace_files
 from trnsim.program import Instruction
 from trnsim.timing.profile import Profile
 from trnsim.timing.races import find_races
@@ -333,10 +333,7 @@ def save(profile: Profile, path: str, kernel: str = "", png: str | None = None,
          dma_rows: str = "queue") -> dict[str, str]:
     """Write the trace (.pftrace or .json), a `<path>.summary.json` sidecar and optionally a PNG."""
     trace = to_trace(profile, kernel, dma_rows)
-    trace.save(path)
-    side = summary_path(path)
-    with open(side, "w") as f:
-        json.dump(summary(profile, kernel), f, indent=1, sort_keys=True)
+    side = trace_files.write(trace, [summary(profile, kernel)], path)
     out = {"trace": path, "summary": side}
     if png:
         from trnsim.viz import plot
@@ -346,13 +343,7 @@ def save(profile: Profile, path: str, kernel: str = "", png: str | None = None,
 
 
 def summary_path(trace_path: str) -> str:
-    return trace_path + ".summary.json"
-
-
-def load_summary(trace_path: str) -> dict[str, Any]:
-    side = summary_path(trace_path) if not trace_path.endswith(".summary.json") else trace_path
-    with open(side) as f:
-        return json.load(f)
+    return trace_files.summary_path(trace_path)
 
 
 def diff(a: dict[str, Any], b: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GOLDEN_VERSION = 1
+METADATA_NAME = "trnsim"  # the .pftrace metadata entry holding Trace.metadata as JSON
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,11 @@ class Trace:
                 pkt.track_event.type = pb.TrackEvent.Type.TYPE_COUNTER
                 pkt.track_event.track_uuid = uuid
                 pkt.track_event.double_counter_value = float(v)
+        # The run metadata, last: Perfetto shows it in its metadata table, and a file cut
+        # short loses it, which is how a reader tells a truncated trace (trace_files.py).
+        meta = trace.packet.add().chrome_events.metadata.add()
+        meta.name = METADATA_NAME
+        meta.json_value = json.dumps(_jsonable(self.metadata, None), sort_keys=True)
         return trace.SerializeToString()
 
     def to_chrome_json(self) -> dict[str, Any]:
@@ -246,7 +252,8 @@ class Trace:
             for t, v in c.points:
                 out.append({"ph": "C", "pid": pid, "name": c.track, "ts": t / 1000.0,
                             "args": {c.unit or "value": v}})
-        return {"traceEvents": out, "displayTimeUnit": "ns", "metadata": _jsonable(self.metadata)}
+        return {"traceEvents": out, "displayTimeUnit": "ns",
+                "metadata": _jsonable(self.metadata, None)}
 
     # ------------------------------------------------------------------ golden format
     def golden_lines(self) -> list[str]:
@@ -289,15 +296,16 @@ def _annotate(ann: Any, key: str, value: Any) -> None:
         ann.string_value = str(value)
 
 
-def _jsonable(x: Any) -> Any:
+def _jsonable(x: Any, digits: int | None = 6) -> Any:
+    """JSON-ready data; floats rounded to `digits` (None: exact, for the run metadata)."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): _jsonable(v, digits) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
+        return [_jsonable(v, digits) for v in x]
     if isinstance(x, (bool, int, str)) or x is None:
         return x
     if isinstance(x, float):
-        return round(x, 6)
+        return x if digits is None else round(x, digits)
     return str(x)
 
 
@@ -327,10 +335,15 @@ def read_perfetto(path: str) -> Any:
 
 
 def trace_from_perfetto(path: str) -> Trace:
-    """Rebuild a Trace (tracks, slices, counters) from a .pftrace written by `Trace.save`."""
+    """Rebuild a Trace (tracks, slices, counters, metadata) from a .pftrace written by
+    `Trace.save`."""
+    return trace_from_perfetto_message(read_perfetto(path), os.path.basename(path))
+
+
+def trace_from_perfetto_message(t: Any, label: str = "") -> Trace:
+    """A Trace from a decoded Perfetto `Trace` message (see trace_from_perfetto)."""
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-    t = read_perfetto(path)
     names: dict[int, str] = {}
     parents: dict[int, int] = {}
     counter_tracks: dict[int, str] = {}
@@ -372,5 +385,10 @@ def trace_from_perfetto(path: str) -> Trace:
     counters = [Counter(names[u], counter_tracks.get(u, ""), tuple(pts),
                         names.get(parents.get(u, -1), "")) for u, pts in points.items()]
     end = max((s.end_ns for s in slices), default=0.0)
-    return Trace(tracks, slices, counters, {"total_time_us": end / 1000.0,
-                                            "kernel": os.path.basename(path)})
+    meta: dict[str, Any] = {"total_time_us": end / 1000.0, "kernel": label}
+    for p in t.packet:
+        if p.HasField("chrome_events"):
+            for m in p.chrome_events.metadata:
+                if m.name == METADATA_NAME and m.json_value:
+                    meta.update(json.loads(m.json_value))
+    return Trace(tracks, slices, counters, meta)
