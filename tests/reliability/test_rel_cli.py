@@ -44,7 +44,9 @@ def script(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))  # run_script prepends the script's dir
     monkeypatch.setattr(sys, "argv", list(sys.argv))
-    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    # `trnsim profile --chip` sets this variable for the script: restored after each test
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "")
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE")
     path = tmp_path / "k.py"
     path.write_text(SCRIPT)
     return path
