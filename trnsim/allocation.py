@@ -387,6 +387,7 @@ class OnChipMemory:
         note = (f" (of {bytes_per_partition}; nl.tile_size.total_available_sbuf_size)"
                 if usable < bytes_per_partition else "")
         self.allocator = Allocator(space, partitions, usable, align, note)
+        self.owner: object = None  # the Device (launch) whose NeuronCore holds this memory
 
     @functools.cached_property
     def data(self) -> np.ndarray:

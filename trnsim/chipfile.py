@@ -8,6 +8,7 @@ ChipSpec fields, and each value's provenance is kept. Errors name the file and t
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -18,12 +19,14 @@ import yaml
 from trnsim import yamlfile
 from trnsim.chipspec import (
     ENGINE_NAMES,
+    MAX_TICK_MHZ,
     SECTIONS,
     TILE_SIZE_KEYS,
     TIMING_KEYS,
     ChipSpec,
     EngineSpec,
     Provenance,
+    tick_clock_mhz,
 )
 from trnsim.errors import SpecError
 
@@ -176,14 +179,16 @@ def _coerce(value: Any, ann: str, path: str, fname: str) -> Any:
         if not isinstance(value, bool):
             raise bad
         return value
-    if ann == "int":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-            raise bad
-        return int(value)
-    if ann == "float":
+    if ann in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
-        return float(value)
+        if not math.isfinite(value):  # YAML .inf / .nan: no chip has them
+            raise SpecError(f"{fname}: {path}: expected a finite number, got {value!r}")
+        if ann == "float":
+            return float(value)
+        if value != int(value):
+            raise bad
+        return int(value)
     if ann == "str":
         if not isinstance(value, str):
             raise bad
@@ -292,7 +297,17 @@ def _validate(chip: ChipSpec, fname: str) -> None:
     )
     for e, spec in chip.engines.items():
         need(spec.clock_ghz > 0, f"engines.{e}.clock_ghz", "must be positive")
+        mhz = spec.clock_ghz * 1000
+        need(abs(mhz - round(mhz)) < 1e-6, f"engines.{e}.clock_ghz",
+             f"{spec.clock_ghz} GHz is not a whole number of MHz (the timing model's tick "
+             "clock is a common multiple of the engine clocks in MHz)")
         need(spec.latency_cycles >= 0, f"engines.{e}", "latencies must be >= 0")
+    tick = tick_clock_mhz(chip.engines.values())
+    need(tick <= MAX_TICK_MHZ, "engines",
+         f"clocks {'/'.join(f'{e.clock_ghz:g}' for e in chip.engines.values())} GHz have a "
+         f"least common multiple of {tick} MHz; the timing model ticks at one clock that "
+         f"every engine's divides, at most {MAX_TICK_MHZ} MHz: pick clocks with a smaller "
+         "common multiple (rounder MHz values)")
     s, p = chip.sbuf, chip.psum
     need(
         0 < s.usable_bytes_per_partition <= s.bytes_per_partition,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 from trnsim.errors import SpecError, UnsupportedError
 
@@ -26,6 +28,18 @@ DTYPE_ALIASES = MappingProxyType(
     }
 )
 
+
+# The timing model ticks at the least common multiple of the engine clocks (every engine's
+# cycle a whole number of ticks); chip files whose clocks need a faster tick are refused.
+MAX_TICK_MHZ = 10**9  # 1 PHz: integer ticks stay exact in floats (2**53) for 9 s of kernel time
+
+
+def tick_clock_mhz(engines: Iterable[Any]) -> int:
+    """The least common multiple of the engines' clocks (`clock_ghz`), in whole MHz."""
+    base = 1
+    for e in engines:
+        base = math.lcm(base, max(1, round(e.clock_ghz * 1000)))
+    return base
 
 @dataclass(frozen=True)
 class Provenance:

@@ -135,6 +135,9 @@ class NeuronCore:
                     mem.__dict__["data"] = pool[key]
                 else:
                     pool[key] = mem.data
+        # The launch these memories belong to: a tile kept by Python past its launch is refused
+        # in a later one (_check_owner).
+        self.sbuf.owner = self.psum.owner = device
         parts = chip.sbuf.partitions
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
@@ -172,6 +175,9 @@ class NeuronCore:
             if len(shape) < 1:
                 raise ConstraintError(f"{what}: on-chip tensors need a partition "
                                       f"dimension, got shape {shape}")
+            if shape[0] < 1:
+                raise ConstraintError(f"{what}: partition dimension {shape[0]}; an on-chip "
+                                      f"tensor has 1 to {mem.partitions} partitions (pmax)")
             raise ConstraintError(f"{what}: partition dimension {shape[0]} "
                                   f"exceeds the {mem.partitions} partitions (pmax)")
         parts = shape[0]
@@ -250,6 +256,10 @@ class NeuronCore:
         for k, v in operands.items():
             if is_tensor(v):
                 tensors[k] = v
+                mem = v.buffer.memory
+                if (getattr(mem, "owner", self.device) if v.buffer.on_chip else mem) \
+                        is not (self.device if v.buffer.on_chip else self.device.hbm):
+                    raise _foreign_tensor(opcode, k, v.buffer)
                 check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
             elif v is not None:
                 scalars.append((k, v))
@@ -285,6 +295,16 @@ class NeuronCore:
         if self.device.progress is not None and instr.index % 2048 == 0:
             self.device.progress(instr.index)
         return instr
+
+
+def _foreign_tensor(opcode: str, name: str, buf: Buffer) -> KernelError:
+    """A tensor of another launch (kept by Python in a variable, then used in this one)."""
+    what = "its SBUF/PSUM" if buf.on_chip else "its HBM"
+    return KernelError(
+        f"{opcode} operand '{name}': {buf.label} belongs to an earlier kernel launch: "
+        f"{what} is gone when that launch ends (nki-api.md §2.4: sbuf, psum and private "
+        "HBM are per kernel instance); allocate it in this kernel, or pass its values in "
+        "as an argument")
 
 
 def _refuse_guarded_writes(spec: Any, tensors: Mapping[str, View],

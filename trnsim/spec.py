@@ -388,6 +388,9 @@ def _check_limits(spec: InstructionSpec, chip: Any, tensors: Mapping[str, Any]) 
         parts = lay.shape[0] if lay.shape else 1
         if parts > pmax:
             fail(instr, f"operand '{n}' has partition dimension {parts}", f"at most {pmax} (pmax)")
+        if parts < 1:  # e.g. t[5:5]: the start-partition rule has no start for 0 partitions
+            fail(instr, f"operand '{n}' covers 0 partitions (shape {list(lay.shape)})",
+                 f"an on-chip access covers 1 to {pmax} partitions (nki-api.md §3.4 TC1, §3.5)")
         # The common passing cases inline (dense partitions, start partition 0); the checks
         # themselves decide (and word the error) otherwise.
         if not dma and parts > 1 and (lay.strides[0] * lay.dtype.itemsize != buf.nbytes

@@ -161,6 +161,13 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if lnc not in spec.lnc_allowed and lnc != 1:
         raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
                               f"{', '.join(map(str, spec.lnc_allowed))}", capture_location())
+    if generation != "ga" and cores_for_grid > max(spec.lnc_allowed):
+        # B1 nl.nc(n) spreads a grid dimension over n physical cores of one logical core
+        # (nki-api.md §2.4); the chip's LNC configs bound n.
+        raise ConstraintError(f"kernel[nl.nc({cores_for_grid})]: {spec.name} has at most "
+                              f"{max(spec.lnc_allowed)} physical NeuronCore(s) per logical core "
+                              f"(LNC {', '.join(map(str, spec.lnc_allowed))})",
+                              capture_location())
     device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool)
     device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())

@@ -4,24 +4,19 @@ Knows nothing of values."""
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass, field
 
-from trnsim.chipspec import ChipSpec
+from trnsim.chipspec import MAX_TICK_MHZ, ChipSpec, tick_clock_mhz
 from trnsim.timing.costs import Cost
 from trnsim.timing.dma import ChunkRecord, DmaPlan
 from trnsim.timing.pe_array import PEArray
 from trnsim.timing.throttle import Throttle
 
-_MAX_BASE_MHZ = 100_000
-
 
 def base_clock_mhz(chip: ChipSpec) -> int:
-    """The tick frequency: the least common multiple of the engine clocks, in MHz."""
-    base = 1
-    for e in chip.engines.values():
-        base = math.lcm(base, max(1, round(e.clock_ghz * 1000)))
-    return min(base, _MAX_BASE_MHZ)
+    """The tick frequency: the least common multiple of the engine clocks, in MHz (chip files
+    are validated to keep it exact and at most MAX_TICK_MHZ)."""
+    return min(tick_clock_mhz(chip.engines.values()), MAX_TICK_MHZ)
 
 
 @dataclass

@@ -118,6 +118,9 @@ def _allocate_on_chip(
         )
     free = [n for d, n in enumerate(logical) if d != pdim]
     f_total = int(math.prod(free))
+    if space == "psum":  # per tile: block dims (before the partition dim) are separate tiles
+        tile = int(math.prod(logical[pdim + 1:])) * dtype.itemsize
+        _check_psum_tile(ctx.chip, name, logical, dtype, tile)
     address = None
     if direct is not None:
         st.direct_alloc = True
@@ -165,6 +168,22 @@ def _allocate_whole(
             if space != "sbuf" or direct is not None or not fits_alone:
                 raise
             return _overflow.allocate(ctx, shape[0], shape[1] * dtype.itemsize, dtype, name)
+
+
+def _check_psum_tile(chip: Any, name: str, shape: tuple[int, ...], dtype: dt.DType,
+                     nbytes: int) -> None:
+    """A PSUM tile fits one 2 KiB bank per partition (psum_fmax: 512 fp32), NC-v4 tiles up to
+    all banks (nki-api.md §3.4 TC2)."""
+    banks = chip.psum.banks if chip.nc_version >= 4 else 1
+    limit = banks * chip.psum.bank_bytes
+    if nbytes > limit:
+        what = f"psum tensor '{name}'" if name else "psum tensor"
+        fits = (f"{banks} banks of {chip.psum.bank_bytes}" if banks > 1
+                else f"one {chip.psum.bank_bytes}-byte bank")
+        raise ConstraintError(
+            f"{what} {list(shape)} {dtype.name}: {nbytes} bytes per partition; a PSUM tile "
+            f"fits {fits} per partition on {chip.name} (psum_fmax: "
+            f"{limit // 4} fp32; nki-api.md §3.4 TC2): tile the free axis")
 
 
 def _direct_address(
