@@ -68,7 +68,8 @@ def operand_record(name: str, view: View) -> Operand:
     if rec is None or rec.region is not region:
         if len(records) >= 256:
             records.clear()
-        rec = records[key] = Operand(name, region, *_operand_parts(view), view.buffer.name)
+        rec = records[key] = Operand(name, region, *_operand_parts(view), view.buffer.name,
+                                     None if view.buffer.on_chip else _byte_pattern(lay))
     return rec
 
 
@@ -93,6 +94,18 @@ def _geometry_parts(dtype: dt.DType, shape: tuple[int, ...], strides: tuple[int,
     per_partition = math.prod(shape[1:] if on_chip else shape)
     return (dtype.name, shape, parts, per_partition, lay.size * isz, inner or isz,
             contiguous_run_bytes(lay, on_chip))
+
+
+def _byte_pattern(lay: Layout) -> tuple[int, tuple[tuple[int, int], ...]]:
+    """The exact bytes an HBM layout touches relative to its lowest byte (timing/races.py)."""
+    return _pattern_of(lay.dtype.itemsize, lay.shape, lay.strides)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_of(isz: int, shape: tuple[int, ...], strides: tuple[int, ...]
+                ) -> tuple[int, tuple[tuple[int, int], ...]]:
+    first = -sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0 and n > 0)
+    return first * isz, tuple((s * isz, n) for n, s in zip(shape, strides, strict=True))
 
 
 @functools.cache

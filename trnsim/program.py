@@ -124,6 +124,9 @@ class Operand:
     inner_stride_bytes: int  # stride of the innermost free dim, in bytes
     contiguous_bytes: int  # longest contiguous run, in bytes (DMA descriptor size)
     tensor_name: str = ""
+    # HBM operands: the exact bytes touched, as (first byte's offset from region.byte_start,
+    # ((stride_bytes, count), ...)); None when not recorded (on chip, or a hand-made record).
+    pattern: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
 
 @dataclass

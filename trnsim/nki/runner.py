@@ -32,7 +32,7 @@ from trnsim.nki.lnc import Programs
 from trnsim.nki.tensor import NkiTensor, check_ga_outputs
 from trnsim.nki.typing import check_annotations
 from trnsim.program import Instruction, capture_location
-from trnsim.timing.races import find_races
+from trnsim.timing.races import find_hidden_hazards, find_races
 
 PLATFORM_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2",
                     "gen3": "trn2", "trn3": "trn3", "gen4": "trn3"}
@@ -202,6 +202,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
                 result = body()
     if len(device.cores) > 1:
         _warn_races(device.program)
+    _warn_hidden_hazards(device.program)
     if generation == "ga":
         check_ga_outputs(result, kernel)
     # Timing-only runs hold no values: a returned tensor of 50 GiB must not be read back.
@@ -242,6 +243,31 @@ def _warn_races(program: list[Instruction]) -> None:
             "with nisa.core_barrier or make the regions disjoint"
             + (f" ({more} more such pairs)" if more > 0 and race is races[_MAX_RACE_WARNINGS - 1]
                else "")
+        )
+        if b.loc is not None:
+            warnings.warn_explicit(text, SimulationWarning, b.loc.filename, b.loc.lineno)
+        else:
+            warnings.warn(text, SimulationWarning, stacklevel=3)
+
+
+def _warn_hidden_hazards(program: list[Instruction]) -> None:
+    """A SimulationWarning per one-core HBM hazard the dependency tracker cannot see
+    (timing/races.py), at the later access's line; the first few only."""
+    hazards = find_hidden_hazards(program)
+    for n, h in enumerate(hazards[:_MAX_RACE_WARNINGS]):
+        a, b = program[h.first], program[h.second]
+        verb = {True: "writes", False: "reads"}
+        where = f" at {a.loc.short()}" if a.loc is not None else ""
+        what = f"HBM tensor '{h.tensor}'" if h.tensor else "an unnamed HBM tensor"
+        more = len(hazards) - _MAX_RACE_WARNINGS
+        text = (
+            f"{b.opcode} {verb[h.second_writes]} bytes [{h.start}, {h.end}) of {what} that "
+            f"{a.opcode}{where} {verb[h.first_writes]}, through access patterns that alias "
+            "differently: trnsim's dependency tracker takes them for disjoint, so nothing orders "
+            "the two and the timeline may overlap them while values assume program order (on "
+            "hardware, a stale read or an out-of-order write). Access the bytes through views "
+            "of one shape, or order the two with depends_on / with_schedule"
+            + (f" ({more} more such pairs)" if more > 0 and n == _MAX_RACE_WARNINGS - 1 else "")
         )
         if b.loc is not None:
             warnings.warn_explicit(text, SimulationWarning, b.loc.filename, b.loc.lineno)

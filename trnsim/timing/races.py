@@ -1,4 +1,5 @@
-"""Cross-core HBM races: accesses by different cores of one launch that no barrier orders.
+"""HBM races: accesses that nothing orders, across cores (no barrier) or on one core (no
+dependency the tracker could see).
 
 The cores of an LNC launch (and the programs of a grid placed on different cores) run their
 instruction streams independently; only `core_barrier` orders them (every core's k-th barrier
@@ -7,7 +8,16 @@ kernel where one core writes HBM bytes that another core reads or writes in the 
 interval gets one particular answer here, while on hardware the answer depends on timing.
 This pass finds such pairs in the program record so they can be reported instead of silently
 taking trnsim's order. Reads by several cores never race. Launches that use `sendrecv` (a
-pairwise synchronisation this pass does not follow) are not judged. Knows nothing of values.
+pairwise synchronisation this pass does not follow) are not judged.
+
+On one core, the dependency tracker (deps.py) orders two accesses when their regions overlap:
+bounding boxes, refined for HBM rows by a row pitch it infers from each operand's size and span.
+Two access patterns that alias differently (e.g. a 3-level pattern whose rows are unevenly
+spaced yet fit a pitch) can then look disjoint while sharing bytes: the timeline lets the later
+access run before the earlier one lands, where values (computed in program order) assumed it
+landed: a stale read, or a write that lands out of order. `find_hidden_hazards` checks the
+tracker's verdict against the exact bytes of each pair it calls disjoint. On-chip regions and
+unpitched HBM regions are bounding boxes, which never miss an overlap. Knows nothing of values.
 """
 
 from __future__ import annotations
@@ -15,8 +25,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+import numpy as np
+
 from trnsim.program import Instruction, Operand
-from trnsim.timing.deps import row_pattern
+from trnsim.timing.deps import DependencyTracker, row_pattern
 
 
 @dataclass(frozen=True)
@@ -112,3 +124,106 @@ def _overlap(a: _Access, b: _Access) -> bool:
         d = (b.start - a.start) % a.pitch
         return d < a.run or (a.pitch - d) % a.pitch < b.run
     return True
+
+
+# ---------------------------------------------------------------- one core
+
+_MAX_RUNS = 1 << 20  # runs enumerated per operand for the exact test; larger pairs are skipped
+
+
+def find_hidden_hazards(program: list[Instruction]) -> list[Race]:
+    """Pairs of accesses on one core to HBM bytes that truly overlap, one a write, that the
+    dependency tracker takes for disjoint and that no chain of its dependencies orders."""
+    groups: dict[tuple[int, int], list[tuple[_Access, Operand]]] = {}
+    for ins in program:
+        for write, ops in ((False, ins.reads), (True, ins.writes)):
+            for op in ops:
+                acc = _access(op, ins, write)
+                if acc is not None and acc.pitch and op.pattern is not None:
+                    groups.setdefault((ins.core, acc.pitch), []).append((acc, op))
+    found: dict[tuple[int, int], Race] = {}
+    for accesses in groups.values():
+        _hidden_in(accesses, found)
+    if not found:
+        return []
+    deps = _dependencies(program)
+    hazards = [r for r in found.values() if not _ordered(deps, r.first, r.second)]
+    return sorted(hazards, key=lambda r: (r.second, r.first))
+
+
+def _hidden_in(accesses: list[tuple[_Access, Operand]], found: dict[tuple[int, int], Race]
+               ) -> None:
+    """Pairs of one core and one pitch whose bounding boxes overlap, that the tracker's pitch
+    test calls disjoint, and whose exact bytes overlap."""
+    accesses = sorted(accesses, key=lambda x: x[0].start)
+    starts = [a.start for a, _ in accesses]
+    longest = max(a.end - a.start for a, _ in accesses)
+    for a, aop in accesses:
+        lo = bisect.bisect_right(starts, a.start - longest)
+        hi = bisect.bisect_left(starts, a.end)
+        for b, bop in accesses[lo:hi]:
+            if b.index >= a.index or not (a.write or b.write) or b.end <= a.start:
+                continue
+            key = (b.index, a.index)
+            if key in found or _overlap(a, b) or not exact_overlap(aop, bop):
+                continue
+            writer = a if a.write else b
+            found[key] = Race(b.index, a.index, writer.tensor, max(a.start, b.start),
+                              min(a.end, b.end), b.write, a.write)
+
+
+def exact_overlap(a: Operand, b: Operand) -> bool:
+    """Whether two HBM operands with recorded patterns share a byte (False when either has
+    more than _MAX_RUNS contiguous runs: not judged)."""
+    ra, rb = _runs(a), _runs(b)
+    if ra is None or rb is None:
+        return False
+    (sa, la), (sb, lb) = ra, rb
+    # For each run of a, the first run of b ending after it starts; overlap if that one
+    # starts before the run of a ends.
+    idx = np.searchsorted(sb, sa - lb, side="right")
+    ok = idx < sb.size
+    return bool(np.any(sb[idx[ok]] < sa[ok] + la))
+
+
+def _runs(op: Operand) -> tuple[np.ndarray, int] | None:
+    """Sorted absolute start bytes of the operand's contiguous runs, and the run length."""
+    first, dims = op.pattern
+    isz = op.nbytes // max(1, np.prod([n for _, n in dims], dtype=np.int64)) if dims else \
+        op.nbytes
+    dims = [(s, n) for s, n in dims if n > 1]
+    run = isz
+    while dims and dims[-1][0] == run:  # innermost dims contiguous: one run
+        s, n = dims.pop()
+        run *= n
+    count = int(np.prod([n for _, n in dims], dtype=np.int64)) if dims else 1
+    if count > _MAX_RUNS:
+        return None
+    starts = np.full(1, op.region.byte_start + first, dtype=np.int64)
+    for s, n in dims:
+        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * s).reshape(-1)
+    return np.sort(starts), run
+
+
+def _dependencies(program: list[Instruction]) -> list[list[int]]:
+    """The producers each instruction waits for, as the scheduler's tracker finds them (every
+    instruction its own queue: no wait is implied by issue order)."""
+    access = DependencyTracker().access
+    out = []
+    for ins in program:
+        ideps = access(ins.index, ins.core, -1 - ins.index, ins.reads, ins.writes)
+        out.append([d[0] for d in ideps] + [j for j in ins.deps if 0 <= j < ins.index])
+    return out
+
+
+def _ordered(deps: list[list[int]], first: int, second: int) -> bool:
+    """Whether a chain of dependencies leads from `second` back to `first`."""
+    seen, todo = {second}, [second]
+    while todo:
+        for j in deps[todo.pop()]:
+            if j == first:
+                return True
+            if j > first and j not in seen:
+                seen.add(j)
+                todo.append(j)
+    return False
