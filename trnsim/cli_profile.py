@@ -65,13 +65,13 @@ def _split_trailing_options(args: argparse.Namespace) -> None:
         if tok == "--":
             script_args += rest
             break
-        key, _, val = tok.partition("=")
+        key, eq, val = tok.partition("=")
         if tok == "--as-written":
             args.as_written = True
         elif key in names:
-            if not val:
+            if not eq:  # `--chip=` gives the empty value; `--chip` takes the next token
                 if not rest:
-                    raise SystemExit(f"trnsim profile: {key} needs a value")
+                    raise UsageError(f"{key} needs a value")
                 val = rest.pop(0)
             setattr(args, names[key], val)
         else:

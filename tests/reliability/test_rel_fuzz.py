@@ -13,6 +13,7 @@ import fuzz_kernels as fk
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from source_paths import assert_no_internal_path
 
 from trnsim import errors
@@ -81,13 +82,11 @@ RULES = [(rule, api) for rule in fk.INVALID for api in ("ga", "b1")
 
 
 @pytest.mark.parametrize(("rule", "api"), RULES)
-def test_invalid_kernels_raise_at_the_line(rule, api, tmp_path_factory):
-    @settings(FAST, max_examples=6)
-    @given(spec=applicable(rule, api))
-    def run(spec):
-        check_invalid(spec, rule, str(tmp_path_factory.getbasetemp()))
-
-    run()
+@settings(FAST, max_examples=6)
+@given(data=st.data())
+def test_invalid_kernels_raise_at_the_line(rule, api, data, tmp_path_factory):
+    spec = data.draw(applicable(rule, api), label="spec")
+    check_invalid(spec, rule, str(tmp_path_factory.getbasetemp()))
 
 
 @pytest.mark.slow
@@ -99,10 +98,8 @@ def test_valid_kernels_slow(spec, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("rule", "api"), RULES)
-def test_invalid_kernels_slow(rule, api, tmp_path_factory):
-    @settings(SLOW, max_examples=max(1, SLOW_EXAMPLES // 2 // len(RULES)))
-    @given(spec=applicable(rule, api))
-    def run(spec):
-        check_invalid(spec, rule, str(tmp_path_factory.getbasetemp()))
-
-    run()
+@settings(SLOW, max_examples=max(1, SLOW_EXAMPLES // 2 // len(RULES)))
+@given(data=st.data())
+def test_invalid_kernels_slow(rule, api, data, tmp_path_factory):
+    spec = data.draw(applicable(rule, api), label="spec")
+    check_invalid(spec, rule, str(tmp_path_factory.getbasetemp()))

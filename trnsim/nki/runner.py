@@ -46,7 +46,7 @@ def default_chip_name() -> str:
         return DEFAULT_CHIP
     if env not in PLATFORM_ALIASES:
         raise ConstraintError(f"NEURON_PLATFORM_TARGET_OVERRIDE={env!r} is not a platform "
-                              f"(known: {', '.join(PLATFORM_ALIASES)})")
+                              f"(known: {', '.join(PLATFORM_ALIASES)})", capture_location())
     return PLATFORM_ALIASES[env]
 
 
@@ -174,9 +174,12 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
     host: list[HostArgument] = []
     labels = _parameter_names(kernel, len(args))
-    dev_args = [_arg_to_device(device, a, f"arg{i}", labels[i], host)
-                for i, a in enumerate(args)]
-    dev_kwargs = {k: _arg_to_device(device, v, k, k, host) for k, v in kwargs.items()}
+    try:
+        dev_args = [_arg_to_device(device, a, f"arg{i}", labels[i], host)
+                    for i, a in enumerate(args)]
+        dev_kwargs = {k: _arg_to_device(device, v, k, k, host) for k, v in kwargs.items()}
+    except KernelError as e:  # an argument refused: at the line that launched the kernel
+        raise e.with_loc(capture_location()) from None
     if values and guard_writes(host):
         device.guarded = True
     check_annotations(kernel, dev_args, dev_kwargs)

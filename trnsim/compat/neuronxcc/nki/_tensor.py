@@ -353,12 +353,18 @@ class tensor:
         from trnsim.compat.neuronxcc.nki import _views
 
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape, *more)
-        return _views.reshape(self._ready(), tuple(int(s) for s in shape))
+        try:
+            return _views.reshape(self._ready(), tuple(int(s) for s in shape))
+        except KernelError as e:  # at the kernel's line, as indexing errors are
+            raise e.with_loc(capture_location()) from None
 
     def view(self, dtype: Any) -> tensor:
         from trnsim.compat.neuronxcc.nki import _views
 
-        return _views.bitcast(self._ready(), dtype)
+        try:
+            return _views.bitcast(self._ready(), dtype)
+        except KernelError as e:
+            raise e.with_loc(capture_location()) from None
 
     def expand_dims(self, axis: int) -> tensor:
         axis = int(axis)

@@ -1,0 +1,24 @@
+"""Planted error: -o with an unknown extension.
+
+Rule: trnsim CLI: checks before it simulates.
+"""
+# ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
+# expect: UsageError: -o '.*k.txt': unknown extension '.txt' \(allowed: .pftrace, .perfetto-trace, .pb, .json\)
+# cli: profile {file} -o {tmp}/k.txt
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def kernel(a):
+    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+nki.simulate(kernel)(np.ones((128, 64), np.float32))

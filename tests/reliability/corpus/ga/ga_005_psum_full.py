@@ -1,0 +1,19 @@
+"""Planted error: more PSUM tiles alive than PSUM holds.
+
+Rule: nki-api.md §3.1 (8 banks x 2 KiB).
+"""
+# ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
+# expect: AllocationError: psum: cannot allocate 2048 bytes per partition x 128 partitions: requested 2048, free 0
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def kernel(a):
+    tiles = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum) for _ in range(8)]
+    extra = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)  # ERROR
+
+
+nki.simulate(kernel)(np.ones((128, 512), np.float32))

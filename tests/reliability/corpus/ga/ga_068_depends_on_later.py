@@ -1,0 +1,21 @@
+"""Planted error: depends_on a later instruction.
+
+Rule: nki-api.md §2.6 depends_on.
+"""
+# ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
+# expect: KernelError: an instruction can only wait for earlier ones
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def kernel(a):
+    t = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+    first = nisa.memset(dst=t, value=1.0)
+    second = nisa.memset(dst=t, value=2.0)
+    first.depends_on(second)  # ERROR
+
+
+nki.simulate(kernel)(np.ones((128, 512), np.float32))
