@@ -166,7 +166,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         # (nki-api.md §2.4); the chip's LNC configs bound n.
         raise ConstraintError(f"kernel[nl.nc({cores_for_grid})]: {spec.name} has at most "
                               f"{max(spec.lnc_allowed)} physical NeuronCore(s) per logical core "
-                              f"(LNC {', '.join(map(str, spec.lnc_allowed))})",
+                              f"(LNC {', '.join(map(str, spec.lnc_allowed))}; nl.nc(n) spreads a "
+                              "grid dimension over n of them, nki-api.md §2.4)",
                               capture_location())
     device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool)
     device.progress = _PROGRESS.get()

@@ -3,7 +3,7 @@
 Rule: nki-api.md §2.4.
 """
 # ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
-# expect: ConstraintError: kernel\[nl.nc\(2\)\]: trn1 has at most 1 physical NeuronCore\(s\) per logical core \(LNC 1\)
+# expect: ConstraintError: kernel\[nl.nc\(2\)\]: trn1 has at most 1 physical NeuronCore\(s\) per logical core \(LNC 1; nl.nc\(n\) spreads a grid dimension over n of them, nki-api.md §2.4\)
 import numpy as np
 
 import neuronxcc.nki as nki
