@@ -16,15 +16,12 @@ from collections.abc import Callable
 import numpy as np
 
 from trnsim.errors import AllocationError
-from trnsim.hostmem import HostBudget
+from trnsim.hostmem import HOST_CHUNK, HostBudget, PendingPoison, chunk_runs
 
 # Linux value of MAP_NORESERVE; the mmap module only exposes it from Python 3.13 on.
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else 0)
 
 HBM_ALIGN = 64  # bytes; allocation granularity of HBM tensors
-# Host RAM behind HBM is admitted (HostBudget), poisoned and given back in chunks of this many
-# bytes: a fresh 100 GiB tensor costs nothing until an instruction reaches a chunk of it.
-HOST_CHUNK = 1 << 20
 
 
 class Allocator:
@@ -310,9 +307,12 @@ class HBM:
         held = np.flatnonzero(self._resident[c0:c1]) + c0
         if not held.size:
             return
-        for a, b in chunk_runs(held):
-            length = min(b * HOST_CHUNK, self.capacity_bytes) - a * HOST_CHUNK
-            self._map.madvise(mmap.MADV_DONTNEED, a * HOST_CHUNK, length)
+        try:
+            for a, b in chunk_runs(held):
+                length = min(b * HOST_CHUNK, self.capacity_bytes) - a * HOST_CHUNK
+                self._map.madvise(mmap.MADV_DONTNEED, a * HOST_CHUNK, length)
+        except (ValueError, OSError):  # (a closed mapping at shutdown): the pages stay counted
+            return
         self._resident[held] = False
         nbytes = self._chunks_bytes(held)
         self.resident_bytes -= nbytes
@@ -324,53 +324,6 @@ class HBM:
 
 
 _NO_CHUNKS = np.zeros(0, dtype=np.int64)
-
-
-def chunk_runs(chunks: np.ndarray) -> list[tuple[int, int]]:
-    """Sorted chunk indices as runs [a, b) of consecutive ones."""
-    if not chunks.size:
-        return []
-    breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
-    firsts = np.concatenate(([0], breaks))
-    lasts = np.concatenate((breaks, [chunks.size]))
-    return [(int(chunks[f]), int(chunks[la - 1]) + 1) for f, la in zip(firsts, lasts, strict=True)]
-
-
-class PendingPoison:
-    """The poison fill of a fresh HBM block, written chunk by chunk when something first
-    reaches the chunk (memory.strided_array): never-written memory reads as poison, yet a
-    fresh tensor costs no host RAM until then."""
-
-    __slots__ = ("bits", "done", "end", "first", "hbm", "left", "start", "what")
-
-    def __init__(self, hbm: HBM, start: int, nbytes: int, bits: np.ndarray, what: str):
-        self.hbm, self.bits, self.what = hbm, bits, what
-        self.start, self.end = start, start + nbytes
-        self.first = start // HOST_CHUNK
-        self.done = np.zeros((self.end - 1) // HOST_CHUNK - self.first + 1, dtype=bool)
-        self.left = len(self.done)
-
-    def touch(self, lo: int, hi: int) -> bool:
-        """Poison the not yet poisoned chunks of HBM bytes [lo, hi) (inside the block);
-        True once every chunk of the block is."""
-        c0 = max(lo, self.start) // HOST_CHUNK - self.first
-        c1 = (min(hi, self.end) - 1) // HOST_CHUNK + 1 - self.first
-        part = self.done[c0:c1]
-        if part.all():
-            return not self.left
-        todo = np.flatnonzero(~part) + c0
-        data = self.hbm.data
-        for a, b in chunk_runs(todo):
-            s = max(self.start, (a + self.first) * HOST_CHUNK)
-            e = min(self.end, (b + self.first) * HOST_CHUNK)
-            self.hbm.materialize(s, e, self.what)
-            data[s:e].view(self.bits.dtype).fill(self.bits)
-        self.done[todo] = True
-        self.left -= len(todo)
-        return not self.left
-
-    def touch_all(self) -> None:
-        self.touch(self.start, self.end)
 
 
 class OnChipMemory:

@@ -1,5 +1,6 @@
-"""Host RAM behind the simulated memories: how much there is, and a budget that refuses
-before the OOM killer would. Knows errors; knows nothing about tensors, chips or time.
+"""Host RAM behind the simulated memories: how much there is, a budget that refuses before
+the OOM killer would, and the poison fill of fresh HBM written chunk by chunk on first touch.
+Knows errors; knows nothing about tensors, chips or time.
 
 The limit is the smallest of MemAvailable (/proc/meminfo), the cgroup's memory limit less its
 usage (containers), and TRNSIM_HOST_MEMORY_LIMIT (bytes; "4G"-style suffixes allowed) less
@@ -9,10 +10,16 @@ what the simulated memories already hold.
 from __future__ import annotations
 
 import os
+from typing import Any
+
+import numpy as np
 
 from trnsim.errors import HostMemoryError
 
 ENV_LIMIT = "TRNSIM_HOST_MEMORY_LIMIT"
+# Host RAM behind HBM is admitted, poisoned and given back in chunks of this many bytes: a
+# fresh 100 GiB tensor costs nothing until an instruction reaches a chunk of it.
+HOST_CHUNK = 1 << 20
 RECHECK_BYTES = 1 << 30  # re-read the host's free memory at least every GiB materialized
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -128,3 +135,50 @@ class HostBudget:
         if not options:
             return None, ""
         return min(options)
+
+
+def chunk_runs(chunks: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted chunk indices as runs [a, b) of consecutive ones."""
+    if not chunks.size:
+        return []
+    breaks = np.flatnonzero(np.diff(chunks) != 1) + 1
+    firsts = np.concatenate(([0], breaks))
+    lasts = np.concatenate((breaks, [chunks.size]))
+    return [(int(chunks[f]), int(chunks[la - 1]) + 1) for f, la in zip(firsts, lasts, strict=True)]
+
+
+class PendingPoison:
+    """The poison fill of a fresh HBM block, written chunk by chunk when something first
+    reaches the chunk (memory.strided_array): never-written memory reads as poison, yet a
+    fresh tensor costs no host RAM until then."""
+
+    __slots__ = ("bits", "done", "end", "first", "hbm", "left", "start", "what")
+
+    def __init__(self, hbm: Any, start: int, nbytes: int, bits: np.ndarray, what: str):
+        self.hbm, self.bits, self.what = hbm, bits, what
+        self.start, self.end = start, start + nbytes
+        self.first = start // HOST_CHUNK
+        self.done = np.zeros((self.end - 1) // HOST_CHUNK - self.first + 1, dtype=bool)
+        self.left = len(self.done)
+
+    def touch(self, lo: int, hi: int) -> bool:
+        """Poison the not yet poisoned chunks of HBM bytes [lo, hi) (inside the block);
+        True once every chunk of the block is."""
+        c0 = max(lo, self.start) // HOST_CHUNK - self.first
+        c1 = (min(hi, self.end) - 1) // HOST_CHUNK + 1 - self.first
+        part = self.done[c0:c1]
+        if part.all():
+            return not self.left
+        todo = np.flatnonzero(~part) + c0
+        data = self.hbm.data
+        for a, b in chunk_runs(todo):
+            s = max(self.start, (a + self.first) * HOST_CHUNK)
+            e = min(self.end, (b + self.first) * HOST_CHUNK)
+            self.hbm.materialize(s, e, self.what)
+            data[s:e].view(self.bits.dtype).fill(self.bits)
+        self.done[todo] = True
+        self.left -= len(todo)
+        return not self.left
+
+    def touch_all(self) -> None:
+        self.touch(self.start, self.end)

@@ -18,7 +18,8 @@ from trnsim.errors import AllocationError, OutOfBoundsError
 from trnsim.program import Region, SourceLocation
 
 if TYPE_CHECKING:
-    from trnsim.allocation import HBM, OnChipMemory, PendingPoison
+    from trnsim.allocation import HBM, OnChipMemory
+    from trnsim.hostmem import PendingPoison
 
 INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
 
@@ -47,7 +48,7 @@ class Buffer:
     # ("" to allow it). Host arguments whose host array cannot take the values back
     # (trnsim.nki.host_io) have one; checked only on a Device marked guarded.
     write_guard: Callable[[Buffer], str] | None = None
-    # The poison fill of a fresh HBM block not yet written out (allocation.PendingPoison):
+    # The poison fill of a fresh HBM block not yet written out (hostmem.PendingPoison):
     # strided_array writes it for each chunk an access first reaches.
     poison: PendingPoison | None = None
 

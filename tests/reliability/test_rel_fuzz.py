@@ -12,7 +12,7 @@ import warnings
 import fuzz_kernels as fk
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from source_paths import assert_no_internal_path
 
@@ -29,8 +29,8 @@ SLOW = settings(max_examples=SLOW_EXAMPLES, deadline=None, database=None,
 def check_valid(spec: fk.Spec, folder: str) -> None:
     a, b = fk.inputs(spec)
     want = fk.reference(spec, a, b)
-    if not fk.in_range(spec, want):
-        return  # overflow is a different rule per dtype: not what this compares
+    # overflow follows another rule per dtype: such draws do not count as examples
+    assume(fk.in_range(spec, want))
     lines = fk.source(spec)
     mod, _ = fk.load(lines, folder)
     with warnings.catch_warnings():
