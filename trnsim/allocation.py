@@ -245,10 +245,14 @@ class LinearAllocator:
 class HBM:
     """A chip's HBM: one lazily backed flat byte space. Host RAM is taken only for the chunks
     (HOST_CHUNK) something reaches, admitted first by a HostBudget (a HostMemoryError names
-    the bytes needed and available instead of an OOM kill), and given back when a free leaves
-    whole chunks unallocated."""
+    the bytes needed and available instead of an OOM kill).
 
-    def __init__(self, capacity_bytes: int, policy: str = "next"):
+    `give_back`: whether a free that leaves whole chunks unallocated returns their RAM to the
+    host (default: for next fit, whose rotation would otherwise touch ever new bytes; first
+    fit, the long-lived PyTorch device's, keeps freed bytes resident for reuse, as a caching
+    allocator does, and they stay counted in resident_bytes)."""
+
+    def __init__(self, capacity_bytes: int, policy: str = "next", give_back: bool | None = None):
         self.capacity_bytes = capacity_bytes
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
         self._map = mmap.mmap(-1, capacity_bytes, flags=flags)
@@ -257,7 +261,8 @@ class HBM:
                 self._map.madvise(mmap.MADV_NOHUGEPAGE)
         self.data = np.frombuffer(self._map, dtype=np.uint8)
         self.allocator = LinearAllocator("hbm", capacity_bytes, HBM_ALIGN, policy)
-        self.allocator.on_free = self._give_back
+        if give_back if give_back is not None else policy == "next":
+            self.allocator.on_free = self._give_back
         self.budget = HostBudget()
         self._resident = np.zeros(-(-capacity_bytes // HOST_CHUNK), dtype=bool)
         self.resident_bytes = 0  # host RAM admitted for HBM chunks (an upper bound of RSS)

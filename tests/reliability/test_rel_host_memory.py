@@ -102,11 +102,13 @@ def test_unwritten_part_of_an_output_reads_as_poison(dtype, poison):
         assert (rest == poison).all()
 
 
-def test_reused_hbm_bytes_read_as_poison_not_stale_data():
-    """A long-lived HBM (first fit, the PyTorch device's): a freed block handed out again is
-    poison to its new tensor, and whole freed chunks go back to the host."""
+@pytest.mark.parametrize("give_back", [True, False])
+def test_reused_hbm_bytes_read_as_poison_not_stale_data(give_back):
+    """First fit (the PyTorch device's policy): a freed block handed out again is poison to
+    its new tensor; whole freed chunks go back to the host if asked, or stay resident (and
+    counted) for reuse, the long-lived default."""
     chip = trnsim.load_chip("trn2")
-    hbm = HBM(chip.hbm.capacity_bytes, policy="first")
+    hbm = HBM(chip.hbm.capacity_bytes, policy="first", give_back=give_back)
     dev = Device(chip, hbm=hbm)
     f32 = dt.resolve("float32")
     n = 4 * HOST_CHUNK // 4
@@ -117,8 +119,11 @@ def test_reused_hbm_bytes_read_as_poison_not_stale_data():
     before = rss_bytes()
     v.buffer.release()
     del v
-    assert hbm.resident_bytes == 0
-    assert rss_bytes() - before < HOST_CHUNK  # given back (madvise), not kept
+    if give_back:
+        assert hbm.resident_bytes == 0
+        assert rss_bytes() - before < HOST_CHUNK  # given back (madvise), not kept
+    else:
+        assert hbm.resident_bytes == 4 * HOST_CHUNK
     w = dev.allocate_hbm((n,), f32, "second")
     assert w.buffer.byte_start == start
     assert np.isnan(w.read()).all()
@@ -126,11 +131,12 @@ def test_reused_hbm_bytes_read_as_poison_not_stale_data():
 
 def test_partially_freed_chunk_stays_resident():
     chip = trnsim.load_chip("trn2")
-    hbm = HBM(chip.hbm.capacity_bytes, policy="first")
+    hbm = HBM(chip.hbm.capacity_bytes)  # next fit: gives whole free chunks back
     dev = Device(chip, hbm=hbm)
     f32 = dt.resolve("float32")
     a = dev.allocate_hbm((1024,), f32, "a")
     b = dev.allocate_hbm((1024,), f32, "b")
+    assert a.buffer.byte_start // HOST_CHUNK == b.buffer.byte_start // HOST_CHUNK
     a.write(np.ones(1024, np.float32))
     b.write(np.full(1024, 2.0, np.float32))
     a.buffer.release()
@@ -249,3 +255,19 @@ def test_cli_reports_host_memory_in_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"trnsim run: HostMemoryError: {script}:12 in kernel")
     assert "more bytes of host RAM" in proc.stderr
+
+
+def test_rotating_scratch_does_not_grow_host_memory():
+    """Next fit hands each iteration's scratch new addresses; what a dropped tensor held goes
+    back to the host, so resident memory follows the live tensors, not the addresses used."""
+    def kernel(a):
+        t = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        for _ in range(24):
+            scratch = nl.ndarray((8 * 128, 4096), nl.float32, buffer=nl.hbm)  # 16 MiB, private
+            for r in range(8):
+                nisa.dma_copy(dst=scratch[r * 128:(r + 1) * 128, 0:512], src=t)
+            del scratch
+
+    run = run_kernel(kernel, (np.ones((128, 512), np.float32),), {}, chip="trn2")
+    assert run.device.hbm.peak_resident_bytes <= 40 * HOST_CHUNK
