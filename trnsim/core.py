@@ -149,7 +149,7 @@ class NeuronCore:
                 else:
                     pool[key] = mem.data
         # The launch these memories belong to: a tile kept by Python past its launch is refused
-        # in a later one (_check_owner).
+        # in a later one (NeuronCore.issue).
         self.sbuf.owner = self.psum.owner = device
         parts = chip.sbuf.partitions
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
@@ -412,12 +412,14 @@ class Device:
             buf.poison = self.hbm.pending_poison(off, nbytes, _poison_bits(dtype), what)
         return view
 
-    def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "") -> View:
+    def hbm_from_array(self, array: np.ndarray, dtype: dt.DType, name: str = "",
+                       what: str = "") -> View:
+        """A fresh HBM tensor holding `array` (`what` names it in a HostMemoryError)."""
         view = self.allocate_hbm(array.shape, dtype, name, poison=False)
         if self.values and view.size:
             buf = view.buffer
             self.hbm.materialize(buf.byte_start, buf.byte_start + buf.nbytes,
-                                 f"the HBM copy of kernel argument '{name}'")
+                                 what or f"the HBM copy of '{name}'")
             if dtype.kind == "packed":
                 view.write_raw(np.ascontiguousarray(array).view(dtype.storage))
             elif array.dtype == dtype.storage and dtype.name != "tfloat32":

@@ -210,7 +210,7 @@ def test_input_too_big_for_the_host_is_refused_before_the_kernel(monkeypatch):
     def kernel(x):
         ran.append(1)
 
-    with pytest.raises(HostMemoryError, match="the HBM copy of kernel argument 'arg0' needs "
+    with pytest.raises(HostMemoryError, match="the HBM copy of kernel argument 'x' needs "
                                               "2097152 more bytes"):
         nki.simulate(kernel)(np.ones((512, 1024), np.float32))
     assert not ran

@@ -318,7 +318,8 @@ def _arg_to_device(device: Device, a: Any, name: str, label: str,
         return a
     arr = to_host_array(a, label)
     values = native(arr)
-    view = device.hbm_from_array(values, device_dtype(values, label), name)
+    view = device.hbm_from_array(values, device_dtype(values, label), name,
+                                 f"the HBM copy of kernel argument '{label}'")
     tensor = NkiTensor(view.buffer, view.layout)
     host.append(HostArgument(a, arr, tensor, label, write_refusal(a, arr)))
     return tensor

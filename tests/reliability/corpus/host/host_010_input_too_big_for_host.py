@@ -3,7 +3,7 @@
 Rule: host memory.
 """
 # ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
-# expect: HostMemoryError: the HBM copy of kernel argument 'arg0'
+# expect: HostMemoryError: the HBM copy of kernel argument 'a' needs 4194304 more bytes of host RAM
 import os
 
 import numpy as np
