@@ -100,8 +100,9 @@ class HostBudget:
         self.held_bytes = 0  # admitted and not given back
         self._allowance = 0  # bytes admissible before the host is asked again
         total = host_total_bytes()
-        # Kept free for the simulator's own work (numpy temporaries, the program record).
-        self.reserve_bytes = max(512 << 20, total // 16)
+        # Kept free for the simulator's own work (numpy temporaries, the program record); small,
+        # so that other processes' use of memory does not refuse kernels that still fit.
+        self.reserve_bytes = min(256 << 20, total // 16) if total else 256 << 20
 
     def admit(self, nbytes: int, what: str) -> None:
         """Admit `nbytes` more (raises HostMemoryError if the host cannot hold them)."""
