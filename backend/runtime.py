@@ -64,7 +64,7 @@ class Runtime:
 
         with self.lock:
             try:
-                return self.hbm.allocate(nbytes)
+                handle, off = self.hbm.allocate(nbytes)
             except AllocationError as e:
                 cap = self.hbm.capacity_bytes
                 raise torch.OutOfMemoryError(
@@ -72,6 +72,12 @@ class Runtime:
                     f"{self.chip.name} has {_size(cap)} ({cap} bytes) of HBM, "
                     f"{_size(self.allocator.used_bytes)} allocated ({e})"
                 ) from None
+            try:  # host RAM for the bytes torch will write (HostMemoryError if it cannot)
+                self.hbm.materialize(off, off + nbytes, "a device tensor")
+            except BaseException:
+                self.hbm.allocator.free(handle)
+                raise
+            return handle, off
 
     def free(self, handle: int) -> None:
         with self.lock:
