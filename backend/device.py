@@ -9,6 +9,7 @@ serialization. It runs once per process; later calls return the same Runtime.
 
 from __future__ import annotations
 
+import gc
 import warnings
 from typing import Any
 
@@ -76,6 +77,9 @@ def register() -> Runtime:
     from trnsim.aliases import install_torch_aliases
 
     install_torch_aliases()
+    if settings.gc_freeze:  # TRNSIM_GC_FREEZE (trnsim.device_config)
+        gc.collect()
+        gc.freeze()
     return rt
 
 

@@ -229,37 +229,46 @@ class DeviceModule:
 
     # -- memory (of the simulated HBM)
     def memory_allocated(self, device: Any = None) -> int:
+        """Bytes of the live device tensors."""
         _check_index(device)
-        return self._rt.allocator.used_bytes
+        return self._rt.live_bytes
 
     def max_memory_allocated(self, device: Any = None) -> int:
         _check_index(device)
-        return self._rt.allocator.peak_bytes
+        return self._rt.peak_live_bytes
 
     def reset_peak_memory_stats(self, device: Any = None) -> None:
         _check_index(device)
-        a = self._rt.allocator
-        a.peak_bytes = a.used_bytes
+        rt = self._rt
+        rt.peak_live_bytes = rt.live_bytes
+        rt.allocator.peak_bytes = rt.allocator.used_bytes
 
     def reset_max_memory_allocated(self, device: Any = None) -> None:
         self.reset_peak_memory_stats(device)
 
     def memory_reserved(self, device: Any = None) -> int:
-        return self.memory_allocated(device)
+        """Bytes held from HBM: live tensors and the cached free blocks (empty_cache)."""
+        _check_index(device)
+        return self._rt.reserved_bytes
 
-    max_memory_reserved = max_memory_allocated
+    def max_memory_reserved(self, device: Any = None) -> int:
+        _check_index(device)
+        return self._rt.allocator.peak_bytes
 
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
-        """(free, total) bytes of the chip's HBM, as torch.cuda.mem_get_info."""
+        """(free, total) bytes of the chip's HBM, as torch.cuda.mem_get_info (reserved
+        bytes are not free)."""
         _check_index(device)
         total = self._rt.hbm.capacity_bytes
-        return total - self._rt.allocator.used_bytes, total
+        return total - self._rt.reserved_bytes, total
 
     def memory_stats(self, device: Any = None) -> dict[str, int]:
-        a = self._rt.allocator
-        return {"allocated_bytes.all.current": a.used_bytes,
-                "allocated_bytes.all.peak": a.peak_bytes,
-                "reserved_bytes.all.current": a.used_bytes}
+        _check_index(device)
+        rt = self._rt
+        return {"allocated_bytes.all.current": rt.live_bytes,
+                "allocated_bytes.all.peak": rt.peak_live_bytes,
+                "reserved_bytes.all.current": rt.reserved_bytes,
+                "reserved_bytes.all.peak": rt.allocator.peak_bytes}
 
     def memory_summary(self, device: Any = None, abbreviated: bool = False) -> str:
         _check_index(device)
@@ -267,16 +276,18 @@ class DeviceModule:
         gib = 1 << 30
         lines = [
             f"trnsim {rt.name}:0 memory summary ({rt.chip.name}, simulated HBM)",
-            f"  allocated      {a.used_bytes / gib:12.4f} GiB ({a.used_bytes} bytes)",
-            f"  peak allocated {a.peak_bytes / gib:12.4f} GiB ({a.peak_bytes} bytes)",
+            f"  allocated      {rt.live_bytes / gib:12.4f} GiB ({rt.live_bytes} bytes)",
+            f"  peak allocated {rt.peak_live_bytes / gib:12.4f} GiB ({rt.peak_live_bytes} bytes)",
+            f"  reserved       {rt.reserved_bytes / gib:12.4f} GiB ({rt.reserved_bytes} bytes, "
+            f"{rt.cached_bytes} in cached free blocks)",
             f"  capacity       {rt.hbm.capacity_bytes / gib:12.4f} GiB",
             f"  largest free   {a.largest_free() / gib:12.4f} GiB",
         ]
         return "\n".join(lines)
 
-    @staticmethod
-    def empty_cache() -> None:
-        pass
+    def empty_cache(self) -> None:
+        """Return cached free blocks to the HBM allocator."""
+        self._rt.empty_cache()
 
     # -- trnsim's own
     def fallback_ops(self) -> dict[str, int]:

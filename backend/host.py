@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from trnsim.backend import storage
+from trnsim.backend import host_direct, storage
 from trnsim.backend.runtime import Runtime
 
 _CPU = torch.device("cpu")
@@ -158,22 +158,31 @@ _NOT_SIMPLE = object()
 
 def _run_simple(rt: Runtime, views: storage.HostViews, op: Any, args: tuple,
                 kwargs: dict) -> Any:
-    name = rt.name
     hargs = []
     aliases = []
+    lo, hi = rt.base, rt.end
     for a in args:
         if isinstance(a, _Tensor):
-            kind = a.device.type
-            if kind == name:
+            if a.is_cpu:
+                if a.dim():
+                    return _NOT_SIMPLE  # the general path raises the device error
+            elif lo <= a.data_ptr() < hi or a.device.type == rt.name:
                 h = views.of(a)
                 aliases.append((a, h))
                 hargs.append(h)
                 continue
-            if kind != "cpu" or a.dim():
-                return _NOT_SIMPLE  # the general path raises the device error
+            else:
+                return _NOT_SIMPLE
         elif isinstance(a, (list, tuple)) and any(isinstance(x, _Tensor) for x in a):
             return _NOT_SIMPLE
         hargs.append(a)
+    out_op = host_direct.out_overload(op)
+    key = None
+    if out_op is not None:
+        key = host_direct.signature(op, args, kwargs)
+        out = host_direct.run(rt, views, out_op, key, hargs, kwargs)
+        if out is not None:
+            return out
     with torch._C._ExcludeDispatchKeyGuard(_EXCLUDED):
         r = op(*hargs, **kwargs)
     if not isinstance(r, _Tensor):
@@ -186,12 +195,14 @@ def _run_simple(rt: Runtime, views: storage.HostViews, op: Any, args: tuple,
         if r is h:
             return dev
     ptr = r.data_ptr()
-    if (ptr and rt.base <= ptr < rt.base + rt.hbm.capacity_bytes) or r._is_zerotensor() or \
+    if (ptr and lo <= ptr < hi) or r._is_zerotensor() or \
             not r.is_contiguous():
         call = HostCall(rt, views)
         call.pairs = aliases
         return call.from_host(r)
-    out = storage.empty_contiguous(rt, r.shape, r.dtype, r.numel())
+    out = storage.empty_contiguous(rt, r.shape, r.dtype, r.numel(), r.stride())
+    if out_op is not None:
+        host_direct.record(key, r)
     if ptr:
         views.of(out).copy_(r)
     return out

@@ -3,7 +3,7 @@
 * `empty_strided` allocates a block from the Runtime's HBM, wraps its host address in a
   non-owning torch storage and attaches it to an empty PrivateUse1 tensor (the `set_`
   redispatched to the CPU kernel, which only writes metadata). The block is freed from a
-  `weakref.finalize` on the storage: when the last view of it dies.
+  weak reference to the storage (Runtime.watch): when the last view of it dies.
 * `host` is a CPU tensor over the same bytes (no copy): what reference mode and the host
   fallback compute on, and what `.cpu()` copies from.
 * `hbm_view` is the NKI view of a device tensor (trnsim.nki NkiTensor in HBM, with the
@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any
 
 import torch
@@ -25,6 +24,7 @@ from trnsim.memory import Buffer, Layout
 
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _SET_STORAGE = torch.ops.aten.set_.source_Storage_storage_offset
+_SET_STORAGE_BOXED = _SET_STORAGE._handle.redispatch_boxed  # without OpOverload's frame
 
 # torch dtype -> trnsim dtype of the kernels' view (int64: int32 pairs; float64: none)
 NKI_DTYPES: dict[torch.dtype, dt.DType] = {
@@ -55,14 +55,14 @@ def new_storage(rt: Runtime, nbytes: int) -> torch.UntypedStorage:
     """A fresh HBM block as a torch storage of the device, freed when the storage dies."""
     handle, off = rt.allocate(nbytes)
     st = torch._C._construct_storage_from_data_pointer(rt.base + off, rt.device, nbytes)
-    weakref.finalize(st, rt.free, handle)
+    rt.watch(handle, st)
     return st
 
 
 def attach(t: torch.Tensor, st: torch.UntypedStorage, offset: int, size: Any,
            stride: Any) -> torch.Tensor:
     """Point `t` at `st` with this geometry (metadata only)."""
-    _SET_STORAGE.redispatch(_CPU_KEYS, t, st, offset, list(size), list(stride))
+    _SET_STORAGE_BOXED(_CPU_KEYS, t, st, offset, list(size), list(stride))
     return t
 
 
@@ -77,14 +77,17 @@ def empty_strided(rt: Runtime, size: Any, stride: Any, dtype: torch.dtype | None
     return attach(torch._C._acc.create_empty_tensor([0], dtype), st, 0, size, stride)
 
 
-def empty_contiguous(rt: Runtime, size: Any, dtype: torch.dtype, numel: int) -> torch.Tensor:
-    """empty_strided's lean form for a contiguous result of known element count."""
-    handle, off = rt.allocate(numel * dtype.itemsize)
-    st = torch._C._construct_storage_from_data_pointer(rt.base + off, rt.device,
-                                                       numel * dtype.itemsize)
-    weakref.finalize(st, rt.free, handle)
+def empty_contiguous(rt: Runtime, size: Any, dtype: torch.dtype, numel: int,
+                     stride: Any = None) -> torch.Tensor:
+    """empty_strided's lean form for a contiguous result of known element count (`stride`:
+    its strides when known, e.g. those of the CPU result it copies)."""
+    nbytes = numel * dtype.itemsize
+    handle, off = rt.allocate(nbytes)
+    st = torch._C._construct_storage_from_data_pointer(rt.base + off, rt.device, nbytes)
+    rt.watch(handle, st)
     t = torch._C._acc.create_empty_tensor(_EMPTY, dtype)
-    _SET_STORAGE.redispatch(_CPU_KEYS, t, st, 0, size, contiguous_strides(size))
+    _SET_STORAGE_BOXED(_CPU_KEYS, t, st, 0, size,
+                       contiguous_strides(size) if stride is None else stride)
     return t
 
 
@@ -136,19 +139,24 @@ class HostViews:
 
     def of(self, t: torch.Tensor) -> torch.Tensor:
         """A CPU tensor aliasing the device tensor's bytes (same shape, strides, dtype)."""
-        dtype = t.dtype
-        base = self._views.get(dtype)
-        if base is None:
-            base = self._views[dtype] = self._bytes.view(dtype)
         ptr = t.data_ptr()
-        if not ptr:  # no elements (data_ptr() is 0): nothing to alias
-            return torch.empty_strided(t.shape, t.stride(), dtype=dtype)
-        start, rem = divmod(ptr - self._base, dtype.itemsize)
-        if rem:  # a storage reinterpreted at an odd byte offset: alias through its bytes
+        if ptr:
+            dtype = t.dtype
+            start, rem = divmod(ptr - self._base, dtype.itemsize)
+            if not rem:
+                base = self._views.get(dtype)
+                if base is None:
+                    base = self._views[dtype] = self._bytes.view(dtype)
+                return _AS_STRIDED(base, t.shape, t.stride(), start)
+            # a storage reinterpreted at an odd byte offset: alias through its bytes
             st = t.untyped_storage()
             raw = self._bytes[st.data_ptr() - self._base:][:st.nbytes()]
-            return torch.as_strided(raw.view(dtype), t.shape, t.stride(), t.storage_offset())
-        return torch.as_strided(base, t.shape, t.stride(), start)
+            return _AS_STRIDED(raw.view(dtype), t.shape, t.stride(), t.storage_offset())
+        # no elements (data_ptr() is 0): nothing to alias
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+
+
+_AS_STRIDED = torch.as_strided
 
 
 def hbm_view(rt: Runtime, t: torch.Tensor, name: str, as_dtype: dt.DType | None = None) -> Any:

@@ -10,7 +10,6 @@ scratch chip to learn its outputs' shapes and dtypes.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
@@ -110,7 +109,7 @@ class TorchAdapter:
         st = torch._C._construct_storage_from_data_pointer(rt.base + buf.byte_start, rt.device,
                                                            buf.nbytes)
         if handle is not None:
-            weakref.finalize(st, rt.free, handle)
+            rt.adopt(handle, st)
         out = torch._C._acc.create_empty_tensor([0], dtype)
         return storage.attach(out, st, offset, shape, strides)
 

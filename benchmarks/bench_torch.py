@@ -1,6 +1,6 @@
 """PyTorch device benchmark, measured side by side in one run (ratios, not absolute targets).
 
-    PYTHONPATH=. python benchmarks/bench_torch.py [--quick]
+    python benchmarks/bench_torch.py [--quick]      (with trnsim installed: pip install -e .)
 
 1. Per-op overhead in reference mode: tiny tensors (4x4) on the trn device vs CPU torch, in
    microseconds above CPU torch (target: <= 30 us).
@@ -9,7 +9,8 @@
    kernel mode: wall time, simulated device time, launches, and the busiest ops.
 
 Both torch runs use one intra-op thread (torch.set_num_threads(1)) so the comparison is of
-the same kernels; medians of repeated timings.
+the same kernels; medians of alternating rounds of CPU time (time.process_time), so a loaded
+machine skews the ratios less than wall time would.
 """
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ import trnsim
 DEV = trnsim.backend.runtime.name
 
 
-def _median_us(fn, reps: int, rounds: int = 5) -> float:
-    for _ in range(max(3, reps // 10)):
-        fn()
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(reps):
+def _pair_us(cpu, dev, reps: int, rounds: int = 7) -> tuple[float, float]:
+    """Medians (us per call) of `cpu` and `dev`, timed in alternating rounds on this
+    process's CPU clock (time.process_time: other processes' load does not count)."""
+    for fn in (cpu, dev):
+        for _ in range(max(3, reps // 10)):
             fn()
-        out.append((time.perf_counter() - t) / reps * 1e6)
-    return statistics.median(out)
+    out: dict = {cpu: [], dev: []}
+    for _ in range(rounds):
+        for fn in (cpu, dev):
+            t = time.process_time()
+            for _ in range(reps):
+                fn()
+            out[fn].append((time.process_time() - t) / reps * 1e6)
+    return statistics.median(out[cpu]), statistics.median(out[dev])
 
 
 OPS = {
@@ -60,8 +65,7 @@ def op_table(n: int, reps: int) -> list[tuple[str, float, float]]:
     for name, fn in OPS.items():
         if name == "mm" and n > 512:
             continue  # a 1024^3 fp32 matmul is compute: not what this table measures
-        cpu = _median_us(lambda fn=fn: fn(a, b), reps)
-        dev = _median_us(lambda fn=fn: fn(ad, bd), reps)
+        cpu, dev = _pair_us(lambda fn=fn: fn(a, b), lambda fn=fn: fn(ad, bd), reps)
         rows.append((name, cpu, dev))
     return rows
 

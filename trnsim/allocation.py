@@ -286,6 +286,8 @@ class HBM:
         """Admit host RAM for HBM bytes [start, end) before they are first touched; returns
         the indices of the chunks that were not resident yet."""
         c0, c1 = start // HOST_CHUNK, -(-end // HOST_CHUNK)
+        if c1 == c0 + 1 and self._resident[c0]:  # the common case: one resident chunk
+            return _NO_CHUNKS
         part = self._resident[c0:c1]
         if end <= start or part.all():
             return _NO_CHUNKS

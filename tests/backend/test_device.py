@@ -94,7 +94,8 @@ def test_device_module(dev, rt):
     mod.synchronize()
     free, total = mod.mem_get_info()
     assert total == rt.chip.hbm.capacity_bytes == 144 * (1 << 30)
-    assert free == total - mod.memory_allocated()
+    assert free == total - mod.memory_reserved()
+    assert mod.memory_reserved() >= mod.memory_allocated()
     assert mod.get_device_name().startswith("trnsim trn3")
 
 
@@ -112,6 +113,49 @@ def test_memory_statistics_follow_allocations(dev):
     assert mod.max_memory_allocated() == base
     text = mod.memory_summary()
     assert "allocated" in text and "trn3" in text
+
+
+def test_freed_small_blocks_are_cached_until_empty_cache(dev):
+    mod = getattr(torch, dev)
+    mod.empty_cache()
+    base, reserved = mod.memory_allocated(), mod.memory_reserved()
+    x = torch.empty(1000, device=dev)  # 4000 bytes: a 4096-byte size class
+    ptr = x.data_ptr()
+    assert mod.memory_allocated() == base + 4000
+    assert mod.memory_reserved() == reserved + 4096
+    del x
+    assert mod.memory_allocated() == base
+    assert mod.memory_reserved() == reserved + 4096  # kept for the next block of its class
+    y = torch.empty(1020, device=dev)  # 4080 bytes: the same class, the same block
+    assert y.data_ptr() == ptr
+    del y
+    mod.empty_cache()
+    assert mod.memory_reserved() == reserved
+    free, total = mod.mem_get_info()
+    assert free == total - reserved
+    assert "reserved" in mod.memory_summary()
+
+
+def test_a_full_hbm_reuses_cached_blocks_before_refusing(rt):
+    """A block that fits only once the cache is given back is not an out-of-memory error."""
+    rt.empty_cache()
+    handles = [rt.allocate(4096)[0] for _ in range(4)]
+    for h in handles:
+        rt.free(h)
+    assert rt.cached_bytes >= 4 * 4096
+    hogs = []  # every free gap but the cached blocks
+    while rt.allocator.largest_free() >= 64:
+        hogs.append(rt.allocator.allocate(0, 1, rt.allocator.largest_free())[0])
+    try:
+        h, _ = rt.allocate(2 * 4096 + 1024)  # no size class held fits: the cache is given back
+        assert rt.cached_bytes == 0
+        rt.free(h)
+        with pytest.raises(torch.OutOfMemoryError, match="out of HBM"):
+            rt.allocate(64 << 20)
+    finally:
+        for hog in hogs:
+            rt.allocator.free(hog)
+        rt.empty_cache()
 
 
 def test_a_view_keeps_the_block_alive(dev):
