@@ -248,11 +248,11 @@ def _grad_refereed(fn, args, kwargs, cot, got_g, want_g, dtype, label) -> bool:
 
 @functools.cache
 def run_op(name: str, dtype: torch.dtype, max_samples: int | None, grads: int,
-           rtol: float | None = None) -> Outcome:
-    """Run up to max_samples samples of every variant of OpInfo `name` (kernel mode), the
+           rtol: float | None = None, mode: str = "kernel") -> Outcome:
+    """Run up to max_samples samples of every variant of OpInfo `name` (in `mode`), the
     first `grads` of each with a gradient check (rtol: the op's own relative tolerance)."""
     old = RT.mode
-    RT.mode = "kernel"
+    RT.mode = mode
     _RTOL[0] = rtol
     out = Outcome()
     try:

@@ -68,3 +68,19 @@ def test_every_kernel_family_ran_in_the_opinfo_samples():
                if e.kernel is not None and e.kernels and e.qualified.startswith("aten::")}
     missing = sorted(claimed - ran - set(EXEMPT))
     assert not missing, f"kernel families no OpInfo sample ran: {missing}"
+
+
+def _reference_tier(name):
+    # every sixth op in the default tier, all of them under -m slow
+    return name if SELECTED.index(name) % 6 == 0 else pytest.param(name, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("name", [_reference_tier(n) for n in SELECTED])
+def test_opinfo_samples_in_reference_mode(name):
+    """Reference mode (CPU kernels over the HBM bytes, results written in place through out=
+    overloads once a signature is known: backend/host_direct.py) gives the CPU's results,
+    on the second run of each sample as on the first."""
+    for _ in range(2):
+        out = run_op(name, torch.float32, FAST_SAMPLES, 0, None, mode="reference")
+        assert not out.failures, "\n".join(out.failures)
+        assert not out.kernels
