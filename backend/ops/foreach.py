@@ -74,7 +74,14 @@ def make(name: str, kop: str, second: str | None, fixed: dict) -> Any:
                     kname = second
             else:
                 kname = arg
-            if isinstance(value, (list, tuple)) and value and isinstance(value[0], torch.Tensor):
+            if (kname != operands[0] and isinstance(value, (list, tuple)) and value
+                    and all(isinstance(v, torch.Tensor) and v.device.type == "cpu"
+                            and v.dim() == 0 for v in value)):
+                # CPU 0-d tensors beside device tensors are scalars (as ATen takes them; a
+                # compiled torch.optim step divides by bias corrections held this way)
+                attrs[kname] = [scalar_of(v) for v in value]
+            elif isinstance(value, (list, tuple)) and value and isinstance(value[0],
+                                                                           torch.Tensor):
                 lists[kname] = list(value)
                 n = len(value)
             elif isinstance(value, torch.Tensor):  # one tensor for every element
