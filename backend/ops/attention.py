@@ -90,7 +90,7 @@ def sdpa_forward(query, key, value, attn_bias=None, dropout_p=0.0, is_causal=Fal
     default_scale = _check(query, key, value)
     if dropout_p:
         raise HostOnly("dropout inside attention")
-    out = new(query.shape, query.dtype)
+    out = torch.empty_like(query)  # in query's layout, as the op's meta function allocates
     lse = new(query.shape[:-1], torch.float32)
     launch(flash_attention, out, lse, query, key, value,
            aten_op="aten::scaled_dot_product_attention",
@@ -108,8 +108,9 @@ def sdpa_backward(grad_out, query, key, value, attn_bias, grad_input_mask, out, 
                   cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
                   philox_offset, *, scale=None):
     default_scale = _check(query, key, value)
-    dq, dk, dv = new(query.shape, query.dtype), new(key.shape, key.dtype), \
-        new(value.shape, value.dtype)
+    # In the inputs' layouts, as the op's meta function allocates (torch.compile's graphs
+    # view the gradients with those strides).
+    dq, dk, dv = torch.empty_like(query), torch.empty_like(key), torch.empty_like(value)
     launch(flash_attention_backward, dq, dk, dv, grad_out, query, key, value, out, logsumexp,
            aten_op="aten::scaled_dot_product_attention_backward",
            names=("dq", "dk", "dv", "grad_out", "query", "key", "value", "out", "lse"),
