@@ -153,7 +153,10 @@ def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRec
         rt.cli_sink = sink
     cli = rt.cli_sink
     if sessions or cli is not None:
-        rec.loc = user_location()
+        node = rt.graph_node  # a torch.compile graph node: its label and the user's line
+        rec.loc = node.loc if node is not None and node.loc is not None else user_location()
+        if node is not None:
+            rec.extra["graph_node"] = node.label
         rec.backward = autograd_node()
         rec.profile = prof
         for s in sessions:
@@ -166,7 +169,8 @@ def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRec
 
 
 def label(rec: LaunchRecord) -> str:
-    """How timelines name a launch: op, autograd node, user's source line."""
+    """How timelines name a launch: op, compiled-graph node, autograd node, user's line."""
     where = f" {rec.loc.short()}" if rec.loc is not None else ""
     back = f" [{rec.backward}]" if rec.backward else ""
-    return f"{rec.op}{back}{where}"
+    node = f" <{rec.extra['graph_node']}>" if rec.extra.get("graph_node") else ""
+    return f"{rec.op}{node}{back}{where}"

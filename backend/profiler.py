@@ -92,6 +92,17 @@ class TorchProfile:
             rows.append(OpRow(key, count[key], t, t / total, mfu))
         return sorted(rows, key=lambda r: -r.time_ns)
 
+    def source_lines(self) -> list[dict[str, Any]]:
+        """Device time per user source line ("file.py:12"), most first."""
+        time: dict[str, float] = {}
+        count: Counter[str] = Counter()
+        for r in self.launches:
+            key = r.loc.short() if r.loc is not None else "?"
+            time[key] = time.get(key, 0.0) + r.latency_ns
+            count[key] += 1
+        return [{"location": k, "time_ns": t, "launches": count[k]}
+                for k, t in sorted(time.items(), key=lambda kv: -kv[1])]
+
     def report(self) -> str:
         rt = self.rt
         lines = [f"trnsim profile_torch: {len(self.launches)} kernel launches on {rt.name} "
@@ -113,6 +124,7 @@ class TorchProfile:
             "device": self.rt.name, "chip": self.rt.chip.name,
             "launches": len(self.launches), "step_time_ns": self.step_ns,
             "ops": [vars(r) for r in self.table()],
+            "source_lines": self.source_lines(),
             "host_ops": dict(self.host_ops), "fallback_ops": dict(self.fallback_ops),
         }
 
@@ -124,7 +136,7 @@ class TorchProfile:
         profiles = [(self.label(r), r.profile) for r in self.launches if r.profile is not None]
         extra = [{"aten_op": r.op, "kernel": r.kernel, "shapes": r.shapes,
                   "source": f"{r.loc.filename}:{r.loc.lineno}" if r.loc else "",
-                  "autograd_node": r.backward}
+                  "autograd_node": r.backward, "graph_node": r.extra.get("graph_node", "")}
                  for r in self.launches if r.profile is not None]
         trace = report.concatenate(profiles, self.dma_rows, launch_args=extra)
         trace.metadata["kernel"] = f"PyTorch on {self.rt.name} ({len(profiles)} launches)"

@@ -63,6 +63,8 @@ class Runtime:
         self.cached_bytes = 0
         self.live_bytes = 0  # device tensors' bytes (memory_allocated)
         self.peak_live_bytes = 0
+        self.graph_node: Any = None  # the compiled-graph node running (backend.compile)
+        self.compiled: Any = None  # torch.compile(backend="trn") state (backend.compile)
 
     # ------------------------------------------------------------ memory
     @property
