@@ -91,6 +91,10 @@ class Epilogue:
         return tiles[0:mm, c_col : c_col + gw]
 
     # ------------------------------------------------------------ evacuation
+    def store(self, out: Mat, res, mm: int, r0: int, col: int, gw: int) -> None:
+        """The evacuated tile res[:mm, :gw] to out rows r0.., columns col.. (one DMA)."""
+        nisa.dma_copy(dst=out.block(r0, mm, col, gw), src=res[0:mm, 0:gw])
+
     def apply(self, dst, acc, engine, ctile) -> None:
         """dst = cast(alpha * acc + ctile) on `engine` (VectorE or ScalarE; row and full
         addends always on VectorE)."""

@@ -78,11 +78,18 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
               out[rows, cols] = cast(alpha * psum + beta * c[rows, cols])
     """
     problems, k, dtype = plan(out, a, b, c, alpha, beta)
-    kind = epilogue_kind(problems[0].c, beta)
-    epi = Epilogue(kind, float(alpha), float(beta))
+    epi = Epilogue(epilogue_kind(problems[0].c, beta), float(alpha), float(beta))
+    run_gemm(problems, k, dtype, epi)
+
+
+def run_gemm(problems, k: int, dtype, epi: Epilogue, batched: bool = True) -> None:
+    """gemm's loops over planned problems (`plan`) with the epilogue `epi`: fused kernels
+    (kernels/fused_linear.py) pass an Epilogue subclass; `batched=False` skips the
+    small-batch path, whose stores do not go through `Epilogue.store`."""
     isz = dtype.itemsize
+    kind = epi.kind
     a_mode, b_mode = kmajor_mode(problems[0].a_t), kmajor_mode(problems[0].b)
-    if batched_fits(problems, k, kind):
+    if batched and batched_fits(problems, k, kind):
         gemm_batched(problems, epi, a_mode, b_mode)
         return
     sizes = _block_sizes(problems, k, kind, a_mode, isz)
@@ -231,7 +238,7 @@ def _evacuate_store(epi, out: Mat, acc, ctile, mm, r0, col, widths, bank_no) -> 
         cols = slice(j * TILE_N, j * TILE_N + w)
         part = None if ctile is None else (ctile if epi.kind == "column" else ctile[:, cols])
         epi.apply(res[0:mm, cols], acc[0:mm, cols], engine, part)
-    nisa.dma_copy(dst=out.block(r0, mm, col, gw), src=res[0:mm, 0:gw])
+    epi.store(out, res, mm, r0, col, gw)
 
 
 def _block(mat: Mat, k: int, w0: int, w: int, mode: str, split: int = PSUM_GROUP * TILE_N):
