@@ -8,4 +8,12 @@ from trnsim.backend.device import register
 
 runtime = register()
 
-__all__ = ["register", "runtime"]
+
+def compile_stats():  # -> trnsim.backend.compile.CompileStats (imported lazily: Dynamo is big)
+    """What torch.compile(backend="trn") compiled and ran (trnsim.backend.compile)."""
+    from trnsim.backend.compile import compile_stats as stats
+
+    return stats()
+
+
+__all__ = ["compile_stats", "register", "runtime"]

@@ -43,7 +43,7 @@ def mlp_fits(d: int, h: int, n: int, itemsize: int, gated: bool, sbuf_bytes: int
 
 
 def mlp(out, x, w_in, w_out, *, act: str, w_up=None, b_in=None, b_up=None, b_out=None,
-        pre=None, up=None) -> None:
+        pre=None, up=None, act_out=None, hidden=None) -> None:
     """``out = h @ w_out.T + b_out``, h = act(x w_in^T + b_in) [* (x w_up^T + b_up)].
 
     Dimensions:
@@ -55,6 +55,8 @@ def mlp(out, x, w_in, w_out, *, act: str, w_up=None, b_in=None, b_up=None, b_out
         pre, up: optional [M, H] outputs receiving x w_in^T + b_in and x w_up^T + b_up (for a
             backward), rounded to x's dtype; stored from h^T tiles, so a layout with M
             contiguous ([H, M] storage) stores in runs.
+        act_out, hidden: optional [M, H] outputs receiving act(pre) (gated MLPs) and h, the
+            down projection's input (what eager's backward reads), stored the same way.
 
     Notes:
         With `pre` the activation reads the pre-activation rounded to x's dtype, as eager's
@@ -62,6 +64,13 @@ def mlp(out, x, w_in, w_out, *, act: str, w_up=None, b_in=None, b_up=None, b_out
         projection, as eager's mul output is. Without `pre`, act reads the fp32 PSUM.
     """
     m, d, h, n, dtype = _check(out, x, w_in, w_out, w_up, b_in, b_up, b_out, pre, up, act)
+    for name, t in (("act_out", act_out), ("hidden", hidden)):
+        if t is not None and (tuple(t.shape) != (m, h) or t.dtype != x.dtype):
+            fail(f"mlp: {name} has shape {list(t.shape)} and dtype {t.dtype.name}; expected "
+                 f"[{m}, {h}] {x.dtype.name}")
+    if act_out is not None and w_up is None:
+        fail("mlp: act_out is given without w_up (without a gate, act(pre) is `hidden`)")
+    saves = {"pre": pre, "up": up, "act": act_out, "hidden": hidden}
     isz = x.dtype.itemsize
     if not mlp_fits(d, h, n, isz, w_up is not None, nl.tile_size.total_available_sbuf_size):
         fail(f"mlp: D={d}, H={h}, N={n} need {mlp_sbuf_bytes(d, h, n, isz, w_up is not None)} "
@@ -86,7 +95,7 @@ def mlp(out, x, w_in, w_out, *, act: str, w_up=None, b_in=None, b_up=None, b_out
         mm = min(P_MAX, m - r0)
         h_t = nl.ndarray((P_MAX, ht, P_MAX), dtype=dtype, buffer=nl.sbuf, name="mlp_hT")
         for j in nl.affine_range(ht):
-            _hidden(h_t, j, cur, w, cols, act, d, h, mm, r0, dtype, pre, up)
+            _hidden(h_t, j, cur, w, cols, act, d, h, mm, r0, dtype, saves)
         _down(out, h_t, w_o, row, ht, h, n, mm, r0, i)
         del cur, h_t
 
@@ -152,7 +161,7 @@ def _load_x(xt: Mat, kt: int, r0: int, m: int, mode: str, dtype):
 
 
 def _hidden(h_t, j: int, x_t, w: dict, cols: dict, act: str, d: int, h: int, mm: int,
-            r0: int, dtype, pre, up) -> None:
+            r0: int, dtype, saves: dict) -> None:
     """h^T rows j*128.. for one row tile: the gate (and up) products, bias, activation."""
     hh = min(P_MAX, h - j * P_MAX)
     h0 = j * P_MAX
@@ -170,20 +179,26 @@ def _hidden(h_t, j: int, x_t, w: dict, cols: dict, act: str, d: int, h: int, mm:
     bias_in = cols["in"][0:hh, j, :] if "in" in cols else None
     act_dst = dst if not gated else nl.ndarray((P_MAX, P_MAX), dtype=dtype, buffer=nl.sbuf,
                                                name="mlp_act")[0:hh, 0:mm]
-    if pre is None:
+
+    def save(name: str, tile) -> None:
+        if saves[name] is not None:
+            nisa.dma_copy(dst=Mat.of(saves[name]).T.block(h0, hh, r0, mm), src=tile)
+
+    if saves["pre"] is None:
         nisa.activation(dst=act_dst, op=fn, data=acc["in"][0:hh, 0:mm], bias=bias_in)
     else:
         z = nl.ndarray((P_MAX, P_MAX), dtype=dtype, buffer=nl.sbuf, name="mlp_pre")[0:hh, 0:mm]
         _evacuate(z, acc["in"][0:hh, 0:mm], bias_in, nisa.engine.scalar)
-        nisa.dma_copy(dst=Mat.of(pre).T.block(h0, hh, r0, mm), src=z)
+        save("pre", z)
         nisa.activation(dst=act_dst, op=fn, data=z)
     if gated:
+        save("act", act_dst)
         u = nl.ndarray((P_MAX, P_MAX), dtype=dtype, buffer=nl.sbuf, name="mlp_up")[0:hh, 0:mm]
         bias_up = cols["up"][0:hh, j, :] if "up" in cols else None
         _evacuate(u, acc["up"][0:hh, 0:mm], bias_up, nisa.engine.vector)
-        if up is not None:
-            nisa.dma_copy(dst=Mat.of(up).T.block(h0, hh, r0, mm), src=u)
+        save("up", u)
         nisa.tensor_tensor(dst=dst, data1=act_dst, data2=u, op=nl.multiply)
+    save("hidden", dst)
 
 
 def _evacuate(dst, acc, bias, engine) -> None:

@@ -61,18 +61,22 @@ def test_mlp_fp32(rng, m, d, h, n, act, gated, biases):
     assert_close(got, fm.mlp_ref(x, act=act, **ws), "float32", abs_frac=1)
 
 
-def test_mlp_bf16_transposed_input_saves_preactivations(rng):
+def test_mlp_bf16_transposed_input_saves_activations(rng):
     m, d, h, n = 70, 48, 160, 40
     x, x_arg, ws = _case(rng, m, d, h, n, BF16, True, True, x_layout="t")
     out = np.zeros((m, n), BF16)
-    got, (pre, up) = _run(out, x_arg, ws, "silu", pre=np.zeros((m, h), BF16),
-                          up=np.zeros((m, h), BF16))
+    saved = {k: np.zeros((m, h), BF16) for k in ("pre", "up", "act_out", "hidden")}
+    got, (pre, up, act, hid) = _run(out, x_arg, ws, "silu", **saved)
     assert_close(got, fm.mlp_ref(x, act="silu", **ws), "bfloat16", factor=4, abs_frac=1)
     x64 = x.astype(np.float64)
-    assert_close(pre, x64 @ ws["w_in"].astype(np.float64).T + ws["b_in"].astype(np.float64),
-                 "bfloat16", abs_frac=1)
-    assert_close(up, x64 @ ws["w_up"].astype(np.float64).T + ws["b_up"].astype(np.float64),
-                 "bfloat16", abs_frac=1)
+    z = x64 @ ws["w_in"].astype(np.float64).T + ws["b_in"].astype(np.float64)
+    u = x64 @ ws["w_up"].astype(np.float64).T + ws["b_up"].astype(np.float64)
+    assert_close(pre, z, "bfloat16", abs_frac=1)
+    assert_close(up, u, "bfloat16", abs_frac=1)
+    # act and hidden are computed from the bf16-rounded pre-activations, as eager does
+    zr = pre.astype(np.float64)
+    assert_close(act, zr / (1 + np.exp(-zr)), "bfloat16", factor=2)
+    assert_close(hid, act.astype(np.float64) * up.astype(np.float64), "bfloat16")
 
 
 def test_mlp_fits_counts_the_resident_weights():

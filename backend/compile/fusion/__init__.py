@@ -1,0 +1,103 @@
+"""The fusion pass of torch.compile(backend="trn"): known subgraphs of Dynamo's graph become
+one fused op each, run as library kernels (the rest runs node by node, as eager).
+
+Patterns, in the order they are tried (a node joins one region at most):
+
+* `swiglu_mlp`   down(act(gate(x)) * up(x)), act silu or gelu   -> kernels.fused_mlp.mlp
+* `mlp`          fc2(act(fc1(x))), act gelu, relu or silu        -> kernels.fused_mlp.mlp
+* `attention`    softmax(q @ k^T * scale [+ mask]) @ v           -> kernels.flash_attention
+* `rms_norm`     x * rsqrt(mean(x^2, -1) + eps) [* w], written out -> kernels.layer_norm
+* `add_norm`     rms_norm / layer_norm (x + residual)            -> kernels.add_norm
+* `linear_act`   act(linear(x)), act gelu/relu/silu/tanh/sigmoid -> kernels.fused_linear
+* `cross_entropy` F.cross_entropy or nll_loss(log_softmax(x))    -> kernels.cross_entropy
+
+Each pattern checks what its kernel serves (device tensors of one float dtype, shapes,
+SBUF fit) and leaves the region alone otherwise. Regions under torch.autocast are not fused
+(the custom ops would not see autocast's casts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from trnsim.backend.compile.fusion.fused_op import FusedOp
+from trnsim.backend.compile.fusion.rewrite import Match, placeable, replace, requires_grad
+from trnsim.backend.compile.source import node_location
+
+
+@dataclass(frozen=True)
+class Context:
+    device: str  # the trn device's name
+    sbuf_bytes: int  # usable SBUF per partition of the device's chip
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    op: FusedOp
+    find: Callable[[torch.fx.Graph, Context], Iterator[Match]]
+
+
+@dataclass(frozen=True)
+class FusedRegion:
+    """What the region timer needs of a region (state.specs)."""
+
+    op: FusedOp
+    grad_inputs: tuple[int, ...]  # op arguments that require grad in the traced graph
+
+
+def patterns() -> tuple[Pattern, ...]:
+    from trnsim.backend.compile.fusion import attention, linear, losses, mlp, norms
+
+    return (*mlp.PATTERNS, *attention.PATTERNS, *norms.PATTERNS, *linear.PATTERNS,
+            *losses.PATTERNS)
+
+
+def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
+    """Rewrite `gm` in place; returns the names of the regions it fused."""
+    if _autocast(gm):
+        return []
+    ctx = Context(rt.name, int(rt.chip.tile_size["total_available_sbuf_size"]))
+    names: list[str] = []
+    for pattern in patterns():
+        # A match found before an earlier replacement may name erased nodes: find again
+        # until a pass replaces nothing it had to skip.
+        while True:
+            erased: set[torch.fx.Node] = set()
+            skipped = 0
+            for m in list(pattern.find(gm.graph, ctx)):
+                touched = {*m.nodes, *(a for a in m.args if isinstance(a, torch.fx.Node))}
+                if touched & erased:
+                    skipped += 1
+                    continue
+                where = placeable(gm.graph, m)
+                if where is None:
+                    continue
+                grads = tuple(i for i, a in enumerate(m.args) if requires_grad(a))
+                stats = st.new_region(pattern.name, m.parts or pattern.op.parts,
+                                      node_location(m.anchor), graph)
+                replace(gm, m, pattern.op, stats.name, where)
+                erased.update(m.nodes)
+                st.specs[stats.name] = FusedRegion(pattern.op, grads)
+                names.append(stats.name)
+            if not skipped:
+                break
+    if names:
+        gm.graph.lint()
+        gm.recompile()
+    return names
+
+
+def _autocast(gm: torch.fx.GraphModule) -> bool:
+    """The graph enters torch.autocast somewhere (Dynamo records the enter/exit calls)."""
+    for n in gm.graph.nodes:
+        name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
+        if "autocast" in name or "autocast" in str(n.target):
+            return True
+    return False
+
+
+__all__ = ["Context", "FusedRegion", "Match", "Pattern", "fuse", "patterns"]
