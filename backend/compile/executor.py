@@ -132,7 +132,10 @@ class GraphRunner:
             return out
         fixed = torch.empty_strided(out.shape, want.stride(), dtype=out.dtype, device=out.device)
         fixed.copy_(out)
-        name = str(getattr(node.target, "__name__", node.target))
+        src = node.args[0] if node.target is operator.getitem else node
+        name = str(getattr(src.target, "__name__", src.target))
+        if src is not node:
+            name += f"[{node.args[1]}]"
         with self.rt.lock:
             self.state.layout_copies[name] = self.state.layout_copies.get(name, 0) + 1
         return fixed

@@ -85,7 +85,7 @@ def eager_parts(rt: Any, spec: Any, args: Any, kwargs: Any, training: bool):
         ins = [a.detach().requires_grad_() if i in spec.grad_inputs and training else a
                for i, a in enumerate(args)]
         with torch.enable_grad():
-            outs = spec.op.unfused(*ins, **kwargs)
+            outs = spec.eager(*ins, **kwargs)
         outs = outs if isinstance(outs, tuple) else (outs,)
         fwd = list(recs)
         if not training:

@@ -24,7 +24,13 @@ from typing import Any
 
 import torch
 from trnsim.backend.compile.fusion.fused_op import FusedOp
-from trnsim.backend.compile.fusion.rewrite import Match, placeable, replace, requires_grad
+from trnsim.backend.compile.fusion.rewrite import (
+    Match,
+    extract,
+    placeable,
+    replace,
+    requires_grad,
+)
 from trnsim.backend.compile.source import node_location
 
 
@@ -47,6 +53,7 @@ class FusedRegion:
 
     op: FusedOp
     grad_inputs: tuple[int, ...]  # op arguments that require grad in the traced graph
+    eager: Callable[..., Any]  # the region's own ops (the op's arguments -> its outputs)
 
 
 def patterns() -> tuple[Pattern, ...]:
@@ -77,11 +84,14 @@ def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
                 if where is None:
                     continue
                 grads = tuple(i for i, a in enumerate(m.args) if requires_grad(a))
-                stats = st.new_region(pattern.name, m.parts or pattern.op.parts,
+                stats = st.new_region(pattern.name, m.parts or m.extra.get("op", pattern.op).parts,
                                       node_location(m.anchor), graph)
-                replace(gm, m, pattern.op, stats.name, where)
+                op = m.extra.get("op", pattern.op)
+                eager = extract(gm, m)
+                replace(gm, m, op, stats.name, where)
                 erased.update(m.nodes)
-                st.specs[stats.name] = FusedRegion(pattern.op, grads)
+                st.specs[stats.name] = FusedRegion(op, grads, eager or _eager_of(
+                    op, len(m.outputs)))
                 names.append(stats.name)
             if not skipped:
                 break
@@ -89,6 +99,11 @@ def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
         gm.graph.lint()
         gm.recompile()
     return names
+
+
+def _eager_of(op: FusedOp, n: int) -> Callable[..., Any]:
+    """The op's own composite, when the region's nodes cannot be lifted out."""
+    return lambda *args: op.unfused(*args)[:n]
 
 
 def _autocast(gm: torch.fx.GraphModule) -> bool:

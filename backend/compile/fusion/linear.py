@@ -90,6 +90,7 @@ def _unfused(x, weight, bias, act, save_pre):
 
 
 def _setup(ctx, inputs, output):
+    ctx.set_materialize_grads(False)  # unused outputs get None, not zeros
     x, weight, bias, act, _save_pre = inputs
     y, pre = output
     ctx.act, ctx.has_bias = act, bias is not None

@@ -45,8 +45,9 @@ def _mlp(x: Tensor, w_in: Tensor, b_in: Tensor | None, w_up: Tensor | None,
         launch(mlp, out, x2, w_in, w_out, aten_op="trnsim_fused::mlp",
                names=("out", "x", "w_in", "w_out"), act=act, w_up=w_up, b_in=b_in,
                b_up=b_up, b_out=b_out, **{_KW[k]: v for k, v in saved.items()})
-        empty = new((0,), x.dtype)
-        return (out.view(*x.shape[:-1], n), *(saved.get(k, empty) for k in _SAVED))
+        # distinct empty tensors: a custom op's results may not alias each other
+        return (out.view(*x.shape[:-1], n),
+                *(saved[k] if k in saved else new((0,), x.dtype) for k in _SAVED))
 
     def eager():
         z = F.linear(x, w_in, b_in)
@@ -54,10 +55,9 @@ def _mlp(x: Tensor, w_in: Tensor, b_in: Tensor | None, w_up: Tensor | None,
         u = F.linear(x, w_up, b_up) if gated else None
         hid = a * u if gated else a
         got = {"pre": z, "up": u, "act": a, "hidden": hid}
-        empty = x.new_empty((0,))
         return (F.linear(hid, w_out, b_out),
-                *(_h_major(got[k].reshape(-1, h)) if save and k in names else empty
-                  for k in _SAVED))
+                *(_h_major(got[k].reshape(-1, h)) if save and k in names
+                  else x.new_empty((0,)) for k in _SAVED))
 
     return run_fused("mlp", kernels, eager, x, w_in, b_in, w_up, b_up, w_out, b_out)
 
@@ -90,6 +90,7 @@ def _unfused(x, w_in, b_in, w_up, b_up, w_out, b_out, act, save):
 
 
 def _setup(ctx, inputs, output):
+    ctx.set_materialize_grads(False)  # unused outputs get None, not zeros
     x, w_in, b_in, w_up, b_up, w_out, b_out, act, _save = inputs
     ctx.act = act
     ctx.gated = w_up is not None

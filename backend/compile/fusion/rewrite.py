@@ -72,6 +72,26 @@ def replace(gm: torch.fx.GraphModule, m: Match, op: FusedOp, region: str,
     return call
 
 
+def extract(gm: torch.fx.GraphModule, m: Match) -> torch.fx.GraphModule | None:
+    """The region's own nodes as a callable of the fused op's arguments (constants ignored):
+    eager's computation of the region, for timing its parts; None if a region node reads a
+    value that is not an argument."""
+    g = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    for i, a in enumerate(m.args):
+        ph = g.placeholder(f"arg{i}")
+        if isinstance(a, torch.fx.Node):
+            env[a] = ph
+    order = {n: i for i, n in enumerate(gm.graph.nodes)}
+    try:
+        for n in sorted(m.nodes, key=order.__getitem__):
+            env[n] = g.node_copy(n, env.__getitem__)
+    except KeyError:
+        return None
+    g.output(tuple(env[o] for o in m.outputs))
+    return torch.fx.GraphModule(gm, g)
+
+
 def _fake_outputs(op: FusedOp, m: Match) -> Any:
     vals = [value(a) for a in m.args]
     modes = [v.fake_mode for v in vals if isinstance(v, FakeTensor)]
