@@ -160,11 +160,20 @@ def _configure_diff(p: argparse.ArgumentParser) -> None:
     p.add_argument("after")
 
 
-@command("diff", "compare two recorded traces: total, per engine, per source line",
-         _configure_diff)
+@command("diff", "compare two recorded traces: kernels (total, per engine, per source line) "
+         "or profile_torch steps (per op, per source line: eager vs compiled)", _configure_diff)
 def _diff(args: argparse.Namespace) -> int:
     from trnsim import report
 
+    da, db = report.load_summary(args.before), report.load_summary(args.after)
+    steps = ["step_time_ns" in d for d in (da, db)]
+    if any(steps):  # profile_torch timelines (an eager and a compiled step, say)
+        if not all(steps):
+            print("trnsim diff: one trace is a profile_torch step and the other a kernel "
+                  "trace; compare two of a kind", file=sys.stderr)
+            return 1
+        print(report.diff_steps(da, db))
+        return 0
     a, b = _summaries(args.before), _summaries(args.after)
     if len(a) != len(b):
         print(f"note: {len(a)} launches before, {len(b)} after; comparing pairwise")

@@ -372,6 +372,29 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def diff_steps(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Before/after comparison of two profile_torch summaries (e.g. an eager and a compiled
+    training step): device time, launches, per op and per source line."""
+    ta, tb = a["step_time_ns"] / 1000, b["step_time_ns"] / 1000
+    speed = f"speedup {ta / tb:.2f}x" if tb else "no device time after"
+    lines = [f"step device time us {ta:12.3f} -> {tb:12.3f}  "
+             f"({f'{100.0 * (tb - ta) / ta:+.1f}%' if ta else 'n/a'}; {speed})",
+             f"kernel launches      {a['launches']:12d} -> {b['launches']:12d}"]
+    for title, key, name in (("ops", "ops", "op"), ("source lines", "source_lines", "location")):
+        ra = {r[name]: r for r in a.get(key, [])}
+        rb = {r[name]: r for r in b.get(key, [])}
+        count = "count" if key == "ops" else "launches"
+        lines.append(f"{title} (time us x launches):")
+        for k in sorted(set(ra) | set(rb), key=lambda k: -max(ra.get(k, {}).get("time_ns", 0),
+                                                             rb.get(k, {}).get("time_ns", 0))):
+            cells = []
+            for r in (ra.get(k), rb.get(k)):
+                cells.append(f"{r['time_ns'] / 1000:10.3f} x{r[count]:<4d}" if r else
+                             f"{'-':>10}      ")
+            lines.append(f"  {k[:44]:44s}{cells[0]} -> {cells[1]}")
+    return "\n".join(lines)
+
+
 def concatenate(profiles: Sequence[tuple[str, Profile]], dma_rows: str = "queue",
                 launch_args: Sequence[dict[str, Any]] | None = None) -> Trace:
     """One trace of several launches laid end to end, with a `Kernels` row naming each
