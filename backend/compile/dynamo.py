@@ -107,13 +107,14 @@ def _refuse_dynamic(gm: torch.fx.GraphModule, example_inputs: list[Any], where: 
                     name: str) -> None:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     found = None
-    for i, x in enumerate(example_inputs):
-        label = placeholders[i].name if i < len(placeholders) else f"input {i}"
+    for i, n in enumerate(placeholders):
+        # Dynamo's fake values carry the symbols (the example inputs may be real tensors)
+        x = n.meta.get("example_value", example_inputs[i] if i < len(example_inputs) else None)
         if isinstance(x, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in x.shape):
-            found = f"{label} has shape [{', '.join(str(s) for s in x.shape)}]"
+            found = f"{n.name} has shape [{', '.join(str(s) for s in x.shape)}]"
             break
         if found is None and isinstance(x, torch.SymInt | torch.SymFloat):
-            found = f"{label} is the symbolic size {x}"
+            found = f"{n.name} is the symbolic size {x}"
     if found is not None:
         raise UnsupportedError(
             f"torch.compile(backend='{name}') compiling {where}: dynamic shapes are not "

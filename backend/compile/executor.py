@@ -70,7 +70,9 @@ class GraphRunner:
             text = f"g{graph.number}/{short}:{node.name}"
             label = NodeLabel(f"{region} {text}" if region else text, node_location(node), region)
             self.steps.append(_Step(node, label, tuple(dying.get(node, ()))))
-        graph.aot_graphs[kind] = sum(n.op == "call_function" for n in nodes)
+        calls = [n for n in nodes if n.op == "call_function"]
+        graph.aot_graphs[kind] = len(calls)
+        graph.aot_ops[kind] = tuple(str(n.target) for n in calls)
         self.runs = 0
 
     def __call__(self, args: list) -> Any:

@@ -4,9 +4,10 @@ replaced, run once more on the same tensors (off the record, backend.compile.mea
 A region's nodes carry its name (the `trn_region` tag the fusion pass puts on the Dynamo
 node, which AOTAutograd copies onto the ATen nodes of the forward and of the backward). Its
 fused time is the device time of those nodes on a graph's first run. At that run the fused
-op's own node also re-runs the region as eager would (the op's `unfused` composite of torch
-ops, the ops eager dispatches) and, in a training graph, differentiates it with all-ones
-output gradients (kernel timing does not depend on values) to time eager's backward.
+op's own node also re-runs the region as eager would: the region's own Dynamo nodes, lifted
+out before they were replaced (FusedRegion.eager), on the op's arguments; in a training graph
+it then differentiates them with all-ones output gradients (kernel timing does not depend on
+values) to time eager's backward.
 """
 
 from __future__ import annotations

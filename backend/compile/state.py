@@ -62,6 +62,7 @@ class GraphStats:
     ops: int  # call nodes of the Dynamo graph, before fusion
     regions: list[str] = field(default_factory=list)
     aot_graphs: dict[str, int] = field(default_factory=dict)  # kind -> ATen nodes
+    aot_ops: dict[str, tuple[str, ...]] = field(default_factory=dict)  # kind -> their ops
     runs: dict[str, int] = field(default_factory=dict)  # kind -> calls
 
 

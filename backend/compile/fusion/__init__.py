@@ -12,8 +12,8 @@ Patterns, in the order they are tried (a node joins one region at most):
 * `cross_entropy` F.cross_entropy or nll_loss(log_softmax(x))    -> kernels.cross_entropy
 
 Each pattern checks what its kernel serves (device tensors of one float dtype, shapes,
-SBUF fit) and leaves the region alone otherwise. Regions under torch.autocast are not fused
-(the custom ops would not see autocast's casts).
+SBUF fit) and leaves the region alone otherwise. Graphs traced under torch.autocast are not
+fused (the fused ops would not see autocast's casts): they run node by node.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def patterns() -> tuple[Pattern, ...]:
 
 def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
     """Rewrite `gm` in place; returns the names of the regions it fused."""
-    if _autocast(gm):
+    if _autocast(gm, rt.name):
         return []
     ctx = Context(rt.name, int(rt.chip.tile_size["total_available_sbuf_size"]))
     names: list[str] = []
@@ -106,8 +106,11 @@ def _eager_of(op: FusedOp, n: int) -> Callable[..., Any]:
     return lambda *args: op.unfused(*args)[:n]
 
 
-def _autocast(gm: torch.fx.GraphModule) -> bool:
-    """The graph enters torch.autocast somewhere (Dynamo records the enter/exit calls)."""
+def _autocast(gm: torch.fx.GraphModule, device: str) -> bool:
+    """Autocast is on where the graph was traced (a torch.autocast around the compiled call),
+    or the graph enters it somewhere (Dynamo records the enter/exit calls)."""
+    if torch.is_autocast_enabled(device) or torch.is_autocast_enabled("cpu"):
+        return True
     for n in gm.graph.nodes:
         name = getattr(n.target, "__name__", "") if n.op == "call_function" else ""
         if "autocast" in name or "autocast" in str(n.target):

@@ -2,11 +2,12 @@
 library kernels.
 
 Each is one node in AOTAutograd's forward graph (and its backward, registered with
-`register_autograd`, is a few nodes of the backward graph), so the region runs as its fused
-launches. In reference mode, for inputs the kernels do not serve (float64, a CPU tensor) or
-when a kernel raises HostOnly, the op runs its `unfused` composite: the region's own torch
-ops, as eager would, so results never depend on whether fusion applied. `unfused` also times
-the eager parts of a region (backend.compile.regions).
+`register_autograd`, is a fused backward op or a few nodes of eager's backward ops), so the
+region runs as its fused launches. In reference mode, for inputs the kernels do not serve
+(float64, a CPU tensor) or when a kernel raises HostOnly, the op computes the same results
+with torch ops instead (`run_fused`'s fallback), so results never depend on whether fusion
+applied. `unfused` is the region as torch ops on the op's arguments (the stand-in for timing
+a region's eager parts when its own nodes cannot be lifted out).
 """
 
 from __future__ import annotations
