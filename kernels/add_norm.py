@@ -6,7 +6,8 @@ Layer: kernel library (trnsim.kernels); public NKI API only; follows docs/device
 Rows, statistics and normalization are those of kernels/layer_norm.py's forward (the same
 kernels/_norm_rows.py steps); each chunk of x and residual is added as it arrives, the sum
 stored (the residual stream goes on) and normalized from SBUF, so the sum is not read back
-from HBM as eager's add then norm reads it.
+from HBM as eager's add then norm reads it. The norm reads the sum as rounded to sum_out's
+dtype, as eager's norm reads the add's output.
 """
 
 from __future__ import annotations

@@ -92,8 +92,8 @@ def _options(options: dict[str, Any] | None, where: str) -> dict[str, Any]:
     for key, value in (options or {}).items():
         if key in OPTIONS:
             if not isinstance(value, bool):
-                raise TypeError(f"torch.compile(backend='trn'): option {key!r} must be True "
-                                f"or False, got {value!r}")
+                raise TypeError(f"torch.compile(backend='trn') compiling {where}: option "
+                                f"{key!r} must be True or False, got {value!r}")
             opts[key] = value
         else:
             known = "; ".join(f"{k}: {v}" for k, v in OPTIONS.items())

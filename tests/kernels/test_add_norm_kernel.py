@@ -78,3 +78,23 @@ def test_add_norm_rejects_mismatched_residual(rng):
     assert_rejected_views("residual has shape", an.add_rms_norm_forward,
                           np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float32), None, x,
                           randn(rng, (4, 9), np.float32), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_add_norm_random_shapes(seed):
+    rng = np.random.default_rng(seed)
+    r, d = int(rng.integers(1, 3000)), int(rng.integers(1, 3000))
+    dtype, name = (BF16, "bfloat16") if seed % 2 else (np.float32, "float32")
+    x, res = randn(rng, (r, d), dtype), randn(rng, (r, d), dtype)
+    w, b = randn(rng, (d,), dtype), randn(rng, (d,), dtype)
+    out, s = np.zeros((r, d), dtype), np.zeros((r, d), dtype)
+    if seed < 3:
+        got = launch(an.add_rms_norm_forward, out, s, None, x, res, w, eps=1e-5)[:2]
+        norm = ln.rms_norm_ref(got[1], w, 1e-5)[0]
+    else:
+        got = launch(an.add_layer_norm_forward, out, s, None, None, x, res, w, b, eps=1e-5)[:2]
+        norm = ln.layer_norm_ref(got[1], w, b, 1e-5)[0]
+    assert_close(got[1], x.astype(np.float64) + res.astype(np.float64), name)
+    # the norm of the sum as stored (rounded to its dtype), as eager's add then norm computes
+    assert_close(got[0], norm, name, factor=4)

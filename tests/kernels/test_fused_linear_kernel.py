@@ -76,3 +76,20 @@ def test_linear_act_rejects_unknown_activation_and_bad_pre(rng):
     assert_rejected_views("act='elu' is not one of gelu", fl.linear_act, out, a, b, act="elu")
     assert_rejected_views("pre has shape", fl.linear_act, out, a, b, act="relu",
                           pre=np.zeros((6, 4), np.float32))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_linear_act_random_shapes(seed):
+    rng = np.random.default_rng(seed)
+    m, k, n = (int(v) for v in rng.integers(1, 700, 3))
+    act = list(fl.ACTS)[seed % len(fl.ACTS)]
+    dtype, name = (BF16, "bfloat16") if seed % 2 else (np.float32, "float32")
+    a = randn(rng, (m, k), dtype)
+    b, b_arg = _weight_t(rng, k, n, dtype)
+    c = randn(rng, (n,), dtype)
+    out, pre = np.zeros((m, n), dtype), np.zeros((m, n), dtype)
+    got, saved = launch(lambda o, p, x, y, z: fl.linear_act(o, x, y, c=z, act=act, pre=p), out,
+                        pre, a, b_arg, c)[:2]
+    assert_close(got, fl.linear_act_ref(a, b, c, act=act), name, factor=2, abs_frac=1)
+    assert_close(saved, fl.gemm_ref(a, b, c), name, abs_frac=1)

@@ -92,3 +92,16 @@ def test_mlp_rejects_bad_shapes(rng):
                           w_out, act="gelu")
     assert_rejected_views("act='elu'", fm.mlp, np.zeros((4, 5), np.float32), x, w_in,
                           randn(rng, (5, 6), np.float32), act="elu")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(6))
+def test_mlp_random_shapes(seed):
+    rng = np.random.default_rng(seed)
+    m, d, h, n = (int(v) for v in rng.integers(1, 400, 4))
+    gated, biases = bool(seed % 2), bool(seed % 3)
+    act = ("silu", "gelu")[seed % 2] if gated else ("gelu", "relu", "gelu_tanh")[seed % 3]
+    dtype, name = (BF16, "bfloat16") if seed > 2 else (np.float32, "float32")
+    x, x_arg, ws = _case(rng, m, d, h, n, dtype, gated, biases)
+    got = _run(np.zeros((m, n), dtype), x_arg, ws, act)
+    assert_close(got, fm.mlp_ref(x, act=act, **ws), name, factor=4, abs_frac=1)
