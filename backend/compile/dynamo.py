@@ -20,6 +20,7 @@ import torch._dynamo
 from torch._dynamo.backends.common import aot_autograd
 from trnsim.backend.compile.executor import GraphRunner
 from trnsim.backend.compile.regions import CompileWarning
+from trnsim.backend.compile.reinplace import reinplace_foreach
 from trnsim.backend.compile.source import graph_frame
 from trnsim.backend.compile.state import state
 from trnsim.backend.runtime import runtime
@@ -65,6 +66,8 @@ def trn_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: str |
 
     def compiler(kind: str):
         def compile_graph(aot_gm: torch.fx.GraphModule, _inputs: list[Any]) -> GraphRunner:
+            if kind == "inference":
+                reinplace_foreach(aot_gm)
             return GraphRunner(aot_gm, graph, kind, st, rt, opts["measure"])
 
         return compile_graph
