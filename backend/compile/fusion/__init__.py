@@ -18,6 +18,7 @@ fused (the fused ops would not see autocast's casts): they run node by node.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -75,7 +76,8 @@ def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
         while True:
             erased: set[torch.fx.Node] = set()
             skipped = 0
-            for m in list(pattern.find(gm.graph, ctx)):
+            matches = _find(pattern, gm, ctx, graph)
+            for m in matches:
                 touched = {*m.nodes, *(a for a in m.args if isinstance(a, torch.fx.Node))}
                 if touched & erased:
                     skipped += 1
@@ -99,6 +101,20 @@ def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
         gm.graph.lint()
         gm.recompile()
     return names
+
+
+def _find(pattern: Pattern, gm: torch.fx.GraphModule, ctx: Context, graph: Any) -> list[Match]:
+    """The pattern's matches; a pattern that fails on a graph it does not expect is skipped
+    with a warning (the graph then runs that region unfused) rather than failing the compile."""
+    try:
+        return list(pattern.find(gm.graph, ctx))
+    except Exception as e:  # a trnsim bug: report it, keep the user's compile going
+        from trnsim.backend.compile.regions import CompileWarning
+
+        warnings.warn(f"trnsim torch.compile: fusion pattern {pattern.name!r} failed on graph "
+                      f"{graph.number} ({graph.frame}) and was skipped: {type(e).__name__}: "
+                      f"{e}", CompileWarning, stacklevel=3)
+        return []
 
 
 def _eager_of(op: FusedOp, n: int) -> Callable[..., Any]:
