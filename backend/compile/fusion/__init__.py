@@ -72,35 +72,40 @@ def fuse(gm: torch.fx.GraphModule, graph: Any, st: Any, rt: Any) -> list[str]:
     names: list[str] = []
     for pattern in patterns():
         # A match found before an earlier replacement may name erased nodes: find again
-        # until a pass replaces nothing it had to skip.
+        # until a pass replaces nothing it had to skip (each such pass replaces one at least).
         while True:
             erased: set[torch.fx.Node] = set()
             skipped = 0
-            matches = _find(pattern, gm, ctx, graph)
-            for m in matches:
+            for m in _find(pattern, gm, ctx, graph):
                 touched = {*m.nodes, *(a for a in m.args if isinstance(a, torch.fx.Node))}
                 if touched & erased:
                     skipped += 1
                     continue
-                where = placeable(gm.graph, m)
-                if where is None:
-                    continue
-                grads = tuple(i for i, a in enumerate(m.args) if requires_grad(a))
-                stats = st.new_region(pattern.name, m.parts or m.extra.get("op", pattern.op).parts,
-                                      node_location(m.anchor), graph)
-                op = m.extra.get("op", pattern.op)
-                eager = extract(gm, m)
-                replace(gm, m, op, stats.name, where)
-                erased.update(m.nodes)
-                st.specs[stats.name] = FusedRegion(op, grads, eager or _eager_of(
-                    op, len(m.outputs)))
-                names.append(stats.name)
+                name = _apply(gm, m, pattern, st, graph)
+                if name is not None:
+                    erased.update(m.nodes)
+                    names.append(name)
             if not skipped:
                 break
     if names:
         gm.graph.lint()
         gm.recompile()
     return names
+
+
+def _apply(gm: torch.fx.GraphModule, m: Match, pattern: Pattern, st: Any,
+           graph: Any) -> str | None:
+    """Replace one match (when its call can be placed); the new region's name."""
+    where = placeable(gm.graph, m)
+    if where is None:
+        return None
+    op = m.extra.get("op", pattern.op)
+    grads = tuple(i for i, a in enumerate(m.args) if requires_grad(a))
+    stats = st.new_region(pattern.name, m.parts or op.parts, node_location(m.anchor), graph)
+    eager = extract(gm, m)
+    replace(gm, m, op, stats.name, where)
+    st.specs[stats.name] = FusedRegion(op, grads, eager or _eager_of(op, len(m.outputs)))
+    return stats.name
 
 
 def _find(pattern: Pattern, gm: torch.fx.GraphModule, ctx: Context, graph: Any) -> list[Match]:
