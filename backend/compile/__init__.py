@@ -6,9 +6,10 @@
 
 Layer: trnsim.backend (imports torch). The backend (dynamo.py) fuses known subgraphs into
 library kernels (fusion/), lets AOTAutograd trace forward and backward ATen graphs and runs
-them node by node on the device (executor.py), recording graphs and fused regions
-(state.py, regions.py). torch's Dynamo finds the backend through the entry points
-`torch_dynamo_backends` (pyproject.toml), so `backend="trn"` needs no import.
+them node by node on the device (executor.py; an optimizer step's foreach updates back in
+place: reinplace.py), recording graphs and fused regions (state.py, regions.py). torch's
+Dynamo finds the backend through the entry points `torch_dynamo_backends` (pyproject.toml),
+so `backend="trn"` needs no import.
 """
 
 from __future__ import annotations

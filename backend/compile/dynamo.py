@@ -3,8 +3,9 @@ on the simulated chip.
 
 Dynamo hands over a torch-level FX graph; the fusion pass (backend.compile.fusion) replaces
 the subgraphs it knows with fused ops; AOTAutograd then traces the forward and backward ATen
-graphs (an optimizer step compiled on its own is one inference graph), which run node by node
-on the device (backend.compile.executor). Like TorchNeuron's `neuron` backend: static shapes
+graphs (an optimizer step compiled on its own is one inference graph, whose foreach updates
+backend.compile.reinplace puts back in place), which run node by node on the device
+(backend.compile.executor). Like TorchNeuron's `neuron` backend: static shapes
 only (dynamic=True and mark_dynamic are refused; a new shape compiles a new graph, since this
 backend turns Dynamo's automatic dynamic shapes off when it loads), mode='default' only
 (another mode warns and compiles as default), a few options read (the rest warned about).
