@@ -21,6 +21,8 @@ from trnsim.backend.launch import LaunchRecord
 from trnsim.backend.launch import label as launch_label
 from trnsim.backend.runtime import Runtime, runtime
 
+from trnsim.trace_files import STEP_KEY
+
 
 @dataclass
 class OpRow:
@@ -140,6 +142,7 @@ class TorchProfile:
                  for r in self.launches if r.profile is not None]
         trace = report.concatenate(profiles, self.dma_rows, launch_args=extra)
         trace.metadata["kernel"] = f"PyTorch on {self.rt.name} ({len(profiles)} launches)"
+        trace.metadata[STEP_KEY] = self.summary()  # what `trnsim diff` compares
         return trace
 
     def save(self, path: str, png: str | None = None) -> dict[str, str]:

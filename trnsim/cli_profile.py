@@ -165,14 +165,12 @@ def _configure_diff(p: argparse.ArgumentParser) -> None:
 def _diff(args: argparse.Namespace) -> int:
     from trnsim import report
 
-    da, db = report.load_summary(args.before), report.load_summary(args.after)
-    steps = ["step_time_ns" in d for d in (da, db)]
-    if any(steps):  # profile_torch timelines (an eager and a compiled step, say)
-        if not all(steps):
-            print("trnsim diff: one trace is a profile_torch step and the other a kernel "
-                  "trace; compare two of a kind", file=sys.stderr)
-            return 1
-        print(report.diff_steps(da, db))
+    steps = [trace_files.step_summary(p) for p in (args.before, args.after)]
+    if any(s is not None for s in steps):  # profile_torch steps (eager and compiled, say)
+        if None in steps:
+            raise UsageError("one trace is a profile_torch step and the other a trace of "
+                             "kernel launches; trnsim diff compares two of a kind")
+        print(report.diff_steps(*steps))
         return 0
     a, b = _summaries(args.before), _summaries(args.after)
     if len(a) != len(b):

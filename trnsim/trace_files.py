@@ -22,6 +22,7 @@ PERFETTO_EXTS = (".pftrace", ".perfetto-trace", ".pb")
 TRACE_EXTS = (*PERFETTO_EXTS, ".json")
 SUMMARY_KEY = "trnsim_summary"  # Trace.metadata key: {"launches": [summary, ...]}
 SIDECAR = ".summary.json"
+STEP_KEY = "trnsim_step_summary"  # Trace.metadata key of a profile_torch step's summary
 
 
 def summary_path(trace_path: str) -> str:
@@ -147,6 +148,15 @@ def chrome_trace(events: list[Any], meta: dict[str, Any]) -> Trace:
             points.setdefault(key, []).append((float(e.get("ts", 0.0)) * 1000.0, float(value)))
     counters = [Counter(k[0], k[1], tuple(v), k[2]) for k, v in points.items()]
     return Trace(tracks, slices, counters, dict(meta))
+
+
+def step_summary(path: str) -> dict[str, Any] | None:
+    """The profile_torch step summary a trace carries (device time per op and per source
+    line), or None for a trace of kernel launches; UsageError for a file trnsim cannot read."""
+    if path.endswith(SIDECAR):
+        return None
+    meta = read_trace(path, summary=False).metadata.get(STEP_KEY)
+    return meta if isinstance(meta, dict) and "step_time_ns" in meta else None
 
 
 def load_summaries(path: str) -> tuple[list[dict[str, Any]], str]:
