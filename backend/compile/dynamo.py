@@ -4,7 +4,8 @@ on the simulated chip.
 Dynamo hands over a torch-level FX graph; the fusion pass (backend.compile.fusion) replaces
 the subgraphs it knows with fused ops; AOTAutograd then traces the forward and backward ATen
 graphs (an optimizer step compiled on its own is one inference graph, whose foreach updates
-backend.compile.reinplace puts back in place), which run node by node on the device
+backend.compile.reinplace puts back in place; buffer updates such as batch norm's running
+statistics go back in place too: backend.compile.buffers), which run node by node on the device
 (backend.compile.executor). Like TorchNeuron's `neuron` backend: static shapes
 only (dynamic=True and mark_dynamic are refused; a new shape compiles a new graph, since this
 backend turns Dynamo's automatic dynamic shapes off when it loads), mode='default' only
@@ -18,7 +19,9 @@ from typing import Any
 
 import torch
 import torch._dynamo
+import torch._dynamo.trace_rules
 from torch._dynamo.backends.common import aot_autograd
+from trnsim.backend.compile.buffers import reinplace_buffers
 from trnsim.backend.compile.executor import GraphRunner
 from trnsim.backend.compile.regions import CompileWarning
 from trnsim.backend.compile.reinplace import reinplace_foreach
@@ -31,6 +34,18 @@ from trnsim.errors import UnsupportedError
 # TorchNeuron compiles static shapes and recompiles per new shape; with automatic dynamic
 # shapes on, Dynamo would instead retrace the second shape it sees with symbolic sizes.
 torch._dynamo.config.automatic_dynamic_shapes = False
+
+# The device's own Python (op kernels, allocator, simulator) runs where eager ops run, and so
+# also in the eager stretches of a compiled function (around a graph break), where Dynamo
+# would otherwise trace those frames as user code: slowly, and sometimes into errors of its
+# own. Dynamo skips them as it skips torch's. Not skipped: trnsim.backend.models (user-level
+# modules Dynamo must inline) and this package (it runs with Dynamo off).
+DEVICE_INTERNALS = ("trnsim", "trnsim.kernels", *(f"trnsim.backend.{m}" for m in (
+    "autocast", "coverage", "device", "device_module", "dispatch", "host", "launch", "ops",
+    "printing", "profiler", "registry", "runtime", "serialization", "storage",
+    "torch_neuronx", "user_kernels")))
+for _name in DEVICE_INTERNALS:
+    torch._dynamo.trace_rules.add(_name)
 
 OPTIONS = {
     "fusion": "replace known subgraphs with fused library kernels (default True)",
@@ -69,6 +84,8 @@ def trn_backend(gm: torch.fx.GraphModule, example_inputs: list[Any], mode: str |
         def compile_graph(aot_gm: torch.fx.GraphModule, _inputs: list[Any]) -> GraphRunner:
             if kind == "inference":
                 reinplace_foreach(aot_gm)
+            if kind != "backward":
+                reinplace_buffers(aot_gm)
             return GraphRunner(aot_gm, graph, kind, st, rt, opts["measure"])
 
         return compile_graph

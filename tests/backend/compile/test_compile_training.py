@@ -51,7 +51,8 @@ def _compare(eager, compiled, precision):
 
 
 @pytest.mark.parametrize(("name", "opt", "patterns"), [
-    pytest.param("mlp", "sgd", {"linear_act"}, id="mlp-sgd"),
+    # the MLP also trains compiled, optimizer step included, in test_compiled_optimizer_step
+    pytest.param("mlp", "sgd", {"linear_act"}, id="mlp-sgd", marks=pytest.mark.slow),
     pytest.param("transformer", "adamw", {"add_norm", "swiglu_mlp", "cross_entropy"},
                  id="transformer-adamw"),
 ])
@@ -69,10 +70,11 @@ def test_compiled_training_matches_eager(dev, kernel_mode, name, opt, patterns):
     assert {r.pattern for r in stats.regions} == patterns
 
 
-def test_compiled_training_under_bf16_autocast(dev, kernel_mode):
+@pytest.mark.parametrize("name", ["mlp", pytest.param("transformer", marks=pytest.mark.slow)])
+def test_compiled_training_under_bf16_autocast(dev, kernel_mode, name):
     torch._dynamo.reset()
     reset_compile_stats()
-    model, batch, loss_fn = workload("transformer")
+    model, batch, loss_fn = workload(name)
     eager = _train(model, batch, loss_fn, "sgd", dev, compiled=False, bf16=True)
     compiled = _train(model, batch, loss_fn, "sgd", dev, compiled=True, bf16=True)
     _compare(eager, compiled, "bf16")
@@ -88,9 +90,37 @@ def test_compiled_optimizer_step(dev, kernel_mode):
     eager = _train(model, batch, loss_fn, "adamw", dev, compiled=False)
     compiled = _train(model, batch, loss_fn, "adamw", dev, compiled=True, compile_step=True)
     _compare(eager, compiled, "fp32")
-    graphs = trnsim.backend.compile_stats().graphs
+    stats = trnsim.backend.compile_stats()
+    assert {r.pattern for r in stats.regions} == {"linear_act"}
+    graphs = stats.graphs
     assert {"forward", "backward"} in [set(g.aot_graphs) for g in graphs]
     step = next(g for g in graphs if "inference" in g.aot_ops).aot_ops["inference"]
     # re-inplaced as eager runs it: updates in place, no copies back into the parameters
     assert "aten.copy_.default" not in step
     assert {"aten._foreach_lerp_.Scalar", "aten._foreach_addcdiv_.Scalar"} <= set(step)
+
+
+def test_compiled_batch_norm_updates_its_buffers_on_the_device(dev, kernel_mode):
+    """The CNN block (BatchNorm2d) trains compiled as eager, running statistics included:
+    AOTAutograd's functional batch norm runs as the device's native_batch_norm kernel, which
+    updates the buffers in place (no copies back, nothing on the host), in training and eval."""
+    torch._dynamo.reset()
+    reset_compile_stats()
+    model, batch, loss_fn = workload("cnn")
+    eager = _train(model, batch, loss_fn, "sgd", dev, compiled=False)
+    with trnsim.profile_torch() as prof:
+        compiled = _train(model, batch, loss_fn, "sgd", dev, compiled=True)
+    _compare(eager, compiled, "fp32")  # the state dict holds running_mean/var and the counter
+    assert not prof.host_ops
+    fw = trnsim.backend.compile_stats().graphs[0].aot_ops["forward"]
+    assert "aten.native_batch_norm.default" in fw and "aten.add_.Tensor" in fw
+    assert "aten.copy_.default" not in fw
+
+    net = copy.deepcopy(model).to(dev).eval()
+    x = batch[0].to(dev)
+    with torch.no_grad(), trnsim.profile_torch() as prof:
+        got = torch.compile(net, backend="trn")(x)
+    torch.testing.assert_close(got.cpu(), net(x).cpu(), rtol=0, atol=0)
+    assert not prof.host_ops
+    assert "aten.native_batch_norm.default" in trnsim.backend.compile_stats().graphs[-1].aot_ops[
+        "inference"]
