@@ -4,6 +4,7 @@ kernels as single graph nodes forward and backward, errors that name the node an
 
 from __future__ import annotations
 
+import copy
 import inspect
 import warnings
 
@@ -47,9 +48,37 @@ def test_graph_break_compiles_two_graphs(dev, kernel_mode):
     assert stats.graphs[1].frame.startswith("torch_dynamo_resume_in_f")
 
 
+class _ConvBN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.bn = torch.nn.BatchNorm2d(4, momentum=None)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def test_graph_break_inside_a_module_runs_the_eager_stretch_untraced(dev, kernel_mode):
+    """BatchNorm with momentum=None breaks the graph inside the module (a float() of its
+    counter): the stretch between the graphs runs the device's own ops eagerly, which Dynamo
+    must not trace as user code (it used to, and failed in the device's meta functions)."""
+    torch.manual_seed(0)
+    net = _ConvBN()
+    eager, compiled = copy.deepcopy(net).to(dev), copy.deepcopy(net).to(dev)
+    x = torch.randn(2, 3, 6, 6, device=dev)
+    run = torch.compile(compiled, backend="trn")
+    for _ in range(2):
+        torch.testing.assert_close(run(x).detach().cpu(), eager(x).detach().cpu(), rtol=1e-6,
+                                   atol=1e-6)
+    for (name, want), got in zip(eager.state_dict().items(), compiled.state_dict().values(),
+                                 strict=True):
+        torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-6, atol=1e-6, msg=name)
+    assert trnsim.backend.compile_stats().graph_breaks >= 1
+
+
 def test_new_shape_recompiles_and_known_shapes_are_cached(dev, kernel_mode):
     lin = torch.nn.Linear(32, 16).to(dev)
-    model = torch.compile(lin, backend="trn")
+    model = torch.compile(lin, backend="trn", fullgraph=True)
     xs = [torch.randn(n, 32, device=dev) for n in (8, 24, 8, 24)]
     for x in xs:
         torch.testing.assert_close(model(x).detach().cpu(), lin(x).detach().cpu(), rtol=0,
