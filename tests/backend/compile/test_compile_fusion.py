@@ -73,15 +73,21 @@ def test_pattern_is_fused_and_equals_unfused(dev, kernel_mode, ctor, inputs, pat
         _close(g, rg, torch.float32, name)
 
 
-def test_block_fuses_every_region_in_bf16(dev, kernel_mode):
-    """A written-out decoder block in bf16: manual RMS norm, attention, add + RMS norm and a
-    SwiGLU MLP are fused; outputs and gradients as the unfused graph's at bf16 tolerance."""
+@pytest.mark.parametrize(("ctor", "patterns"), [
+    pytest.param(cm.SwiGLU, ["swiglu_mlp"], id="swiglu_mlp"),
+    pytest.param(cm.FusableBlock, ["add_norm", "attention", "rms_norm", "swiglu_mlp"],
+                 id="block", marks=pytest.mark.slow),
+])
+def test_fused_in_bf16(dev, kernel_mode, ctor, patterns):
+    """bf16 weights and inputs: a SwiGLU MLP, and a written-out decoder block (manual RMS
+    norm, attention, add + RMS norm, SwiGLU) are fused; outputs and gradients as the unfused
+    graph's at bf16 tolerance."""
     torch.manual_seed(0)
-    model = cm.FusableBlock().to(torch.bfloat16)
+    model = ctor().to(torch.bfloat16)
     args = (torch.randn(2, 16, 32, dtype=torch.bfloat16),)
     out, grads = _run(model, args, dev)
     got = sorted(r.pattern for r in trnsim.backend.compile_stats().regions)
-    assert got == ["add_norm", "attention", "rms_norm", "swiglu_mlp"]
+    assert got == patterns
     ref_out, ref_grads = _run(model, args, dev, fusion=False)
     _close(out, ref_out, torch.bfloat16, "output")
     for (name, _), g, rg in zip(model.named_parameters(), grads, ref_grads, strict=True):
