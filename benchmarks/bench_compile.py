@@ -1,6 +1,6 @@
 """torch.compile(backend="trn") benchmark: what compiling buys in simulated device time.
 
-    .venv/bin/python benchmarks/bench_compile.py [--quick]
+    PYTHONPATH=. python benchmarks/bench_compile.py [--quick]
 
 1. The device workloads (trnsim.backend.models: the MLP, the CNN block, the transformer at the
    device tests' size and at bench_torch.py's size), one AdamW training step each: eager, the
