@@ -42,7 +42,7 @@ def reinplace_buffers(gm: torch.fx.GraphModule) -> int:
     return done
 
 
-def _copy_back(graph: torch.fx.Graph, dst: object, value: torch.fx.Node | None):
+def _copy_back(dst: object, value: torch.fx.Node | None) -> torch.fx.Node | None:
     """The node copy_(dst, value), when `dst` is a graph input."""
     if not isinstance(dst, torch.fx.Node) or dst.op != "placeholder" or value is None:
         return None
@@ -69,7 +69,7 @@ def _batch_norm(graph: torch.fx.Graph, node: torch.fx.Node, training_arg: bool |
     if len(items) != len(node.users) or node.kwargs:
         return 0
     new_stats = (items.get(3), items.get(4)) if training_arg else (None, None)
-    copies = [_copy_back(graph, s, v) for s, v in zip((mean, var), new_stats, strict=True)]
+    copies = [_copy_back(s, v) for s, v in zip((mean, var), new_stats, strict=True)]
     in_place = (training_arg and all(c is not None for c in copies)
                 and all(_only_read_before(s, node, {c}) for s, c in zip((mean, var), copies,
                                                                        strict=True)))
@@ -100,7 +100,7 @@ def _inplace_copy_back(graph: torch.fx.Graph, cp: torch.fx.Node) -> int:
     dst, src = cp.args[0], cp.args[1]
     if not (isinstance(src, torch.fx.Node) and src.op == "call_function" and len(src.users) == 1
             and isinstance(src.target, torch._ops.OpOverload) and src.args
-            and src.args[0] is dst and _copy_back(graph, dst, src) is cp and not cp.users):
+            and src.args[0] is dst and _copy_back(dst, src) is cp and not cp.users):
         return 0
     name = src.target._schema.name.removeprefix("aten::")
     packet = getattr(aten, name + "_", None) if src.target.namespace == "aten" else None
