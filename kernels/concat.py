@@ -6,7 +6,9 @@ data and computes nothing, so it is DMA only: each input of out's dtype is copie
 into its slice of out (an input of another dtype goes through the pointwise "copy" kernel's
 conversion), one dma_copy per box of at most DMA_ELEMS elements of the input's axes (`_boxes.Group`:
 axes contiguous in both the input and out merge, so contiguous tensors move in long runs); any
-strides on either side, zero strides (broadcast inputs) included.
+strides on either side, zero strides (broadcast inputs) included. An input whose elements are
+not adjacent along out's contiguous axis (a transposed gradient) goes through the pointwise
+copy's tiled path instead of element-sized DMAs.
 """
 
 from __future__ import annotations
@@ -65,7 +67,9 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
     step = int(ot.full.strides[d])
     start = 0
     for t in ins:
-        if t.dtype != ot.dtype:  # a conversion: the pointwise copy's (PyTorch's casts)
+        if t.dtype != ot.dtype or _scattered(t.full, ot.full):
+            # a conversion (PyTorch's casts), or an input read element by element along out's
+            # contiguous axis (a transposed gradient): the pointwise copy's tiled path
             part = ot.full.slice(d, start, start + t.shape[d])
             pointwise(part, t.full, op="copy", int64=[i for i, x in ((0, ot), (1, t)) if x.pair])
             start += t.shape[d]
@@ -82,6 +86,15 @@ def cat(out, inputs, *, dim: int, int64=()) -> None:
                 src=src.ap(box.pattern(0) or [[1, 1]], offset=src.offset + box.offsets[0]),
             )
         start += t.shape[d]
+
+
+def _scattered(src, dst) -> bool:
+    """Whether src's elements along dst's innermost contiguous axis are not adjacent: a
+    direct DMA would move them one element (one descriptor) at a time."""
+    strides = [int(s) for s in dst.strides]
+    inner = [j for j, (n, st) in enumerate(zip(dst.shape, strides, strict=True))
+             if int(n) > 1 and st == 1]
+    return bool(inner) and int(src.strides[inner[0]]) != 1
 
 
 def cat_ref(inputs: list[np.ndarray], dim: int) -> np.ndarray:
