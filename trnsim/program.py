@@ -146,6 +146,9 @@ class Instruction:
     loops: tuple[tuple[int, str, int], ...] = ()
     # Explicit extra dependencies (instruction indices), e.g. from depends_on/with_schedule.
     deps: tuple[int, ...] = ()
+    # The kernel left the engine to the compiler (engine=unknown) and no documented rule picked
+    # it: the timing model's placement rule may move it (timing/compiler.py).
+    engine_unknown: bool = False
 
     @property
     def operands(self) -> tuple[Operand, ...]:

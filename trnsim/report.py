@@ -112,8 +112,8 @@ def to_trace(profile: Profile, kernel: str = "", dma_rows: str = "queue",
     for ev, sid in pending:
         ins = prog[ev.index]
         name = {"LoadStationary": "LDWEIGHTS", "MultiplyMoving": "MATMUL",
-                "DmaTrigger": "DMA_TRIGGER"}.get(ev.kind) or OPCODES.get(ins.opcode,
-                                                                      ins.opcode.upper())
+                "DmaTrigger": "DMA_TRIGGER", "ActTableLoad": "ACT_TABLE_LOAD"}.get(ev.kind) \
+            or OPCODES.get(ins.opcode, ins.opcode.upper())
         args: dict[str, Any] = {
             "pc": ev.index, "opcode": ins.opcode, "engine": ins.engine,
             "wait_ns": round(ev.wait_ns, 3),
@@ -202,7 +202,7 @@ def line_stats(profile: Profile) -> list[LineStat]:
             st.instructions += 1
             st.time_ns += profile.end_ns(ev.index) - profile.start_ns(ev.index)
             continue
-        st.instructions += 1 if ev.kind != "LoadStationary" else 0
+        st.instructions += 1 if ev.kind not in ("LoadStationary", "ActTableLoad") else 0
         st.time_ns += ev.end_ns - ev.start_ns
     return sorted(acc.values(), key=lambda s: -s.time_ns)
 

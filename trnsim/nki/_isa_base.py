@@ -128,10 +128,14 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
         operands = {k: v for k, v in kwargs.items() if k in op_names}
         attrs = {k: v for k, v in kwargs.items() if k not in op_names}
         chosen = _engine_name(eng)
+        unknown = False
         if chosen is None and spec is not None:
-            chosen = _sem.default_engine(opcode, ctx.chip, operands, attrs) or spec.engines[0]
+            chosen = _sem.default_engine(opcode, ctx.chip, operands, attrs)
+            unknown = chosen is None
+            chosen = chosen or spec.engines[0]
         instr = ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc,
                                name=name or "", loops=tuple(ctx.loops))
+        instr.engine_unknown = unknown
     except KernelError as e:
         raise e.with_loc(loc) from None
     return NkiInstruction(instr)

@@ -12,6 +12,7 @@ from typing import Any
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
+from trnsim.timing.compiler import CompilerRules
 from trnsim.timing.deps import Dep
 from trnsim.timing.metrics import (
     TENSOR_OPS,
@@ -39,7 +40,8 @@ class Event:
     Rows: sync, tensor (LoadStationary / LDWEIGHTS), tensor_matrix (MultiplyMoving / MATMUL),
     vector, scalar, gpsimd. `wait_ns` is the semaphore stall before it (evt_wait_time) and
     `producer` the instruction waited on (-1: none). `kind` is "LoadStationary",
-    "MultiplyMoving", "DmaTrigger" or "" (plain instruction).
+    "MultiplyMoving", "DmaTrigger", "ActTableLoad" (the ScalarE table load before activation
+    `index`, timing/compiler.py) or "" (plain instruction).
     """
 
     index: int
@@ -159,6 +161,10 @@ class Profile:
                     )
                 )
             else:
+                load = tl.table_loads.get(i)
+                if load is not None:
+                    s, e = load
+                    out.append(Event(i, core, queue, s / tpn, e / tpn, 0.0, -1, "ActTableLoad"))
                 out.append(Event(i, core, queue, tl.start[i] / tpn, tl.end[i] / tpn, wait, prod))
         return out
 
@@ -395,10 +401,12 @@ def time_program(
     outputs: Any = None,
     values: bool = True,
     reorder: bool = True,
+    rules: CompilerRules | None = None,
 ) -> Profile:
     """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
-    compiler's order, see timing/reorder.py; False: as written)."""
-    return Profile(program, schedule(program, chip, reorder), chip, outputs, values)
+    compiler's order, see timing/reorder.py; False: as written; rules: the compiler rules of
+    timing/compiler.py, default all on)."""
+    return Profile(program, schedule(program, chip, reorder, rules), chip, outputs, values)
 
 
 def profile(
@@ -408,13 +416,15 @@ def profile(
     values: bool = True,
     lnc: int = 1,
     reorder: bool = True,
+    rules: CompilerRules | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Run `kernel(*args, **kwargs)` on the simulated `chip` and time it.
 
     values=False skips all numerics (timing only: the program record and timeline are the same,
     outputs are None), so kernels over any amount of simulated HBM can be timed.
-    reorder=False times the instructions in program order instead of the compiler's order.
+    reorder=False times the instructions in program order instead of the compiler's order;
+    rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if).
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
     from trnsim.nki.jit import _as_kernel
@@ -424,7 +434,9 @@ def profile(
     if lnc > 1 and k.generation == "ga" and not k.grid:
         k = k[lnc]
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values)
-    prof = time_program(run.program, run.chip, run.outputs if values else None, values, reorder)
+    prof = time_program(
+        run.program, run.chip, run.outputs if values else None, values, reorder, rules
+    )
     prof.kernel_name = run.kernel_name
     prof.host_peak_resident_bytes = run.device.host_peak_resident_bytes
     return prof

@@ -26,6 +26,7 @@ from __future__ import annotations
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
 from trnsim.spec import instruction_specs
+from trnsim.timing.compiler import CompilerRules
 from trnsim.timing.dma import isolated_ticks
 from trnsim.timing.scheduler import Scheduler
 from trnsim.timing.statics import DMA, TENSOR
@@ -81,11 +82,17 @@ def compiler_order(
     return queues
 
 
-def schedule(program: list[Instruction], chip: ChipSpec, reorder: bool = True) -> Timeline:
-    """Time `program` on `chip`: as written (reorder=False), or in the compiler's order."""
+def schedule(
+    program: list[Instruction],
+    chip: ChipSpec,
+    reorder: bool = True,
+    rules: CompilerRules | None = None,
+) -> Timeline:
+    """Time `program` on `chip`: as written (reorder=False), or in the compiler's order; with
+    the compiler rules `rules` (default: all on, see timing/compiler.py)."""
     if not reorder:
-        return Scheduler(chip).run(program)
-    planner = Scheduler(chip)
+        return Scheduler(chip, rules).run(program)
+    planner = Scheduler(chip, rules)
     planner.prepare(program, full_deps=True)
     asap = asap_ticks(planner)
     planner.reorder(compiler_order(program, planner.order_deps, asap, planner.prepared.queue))

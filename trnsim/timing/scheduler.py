@@ -20,11 +20,18 @@ from trnsim.chipspec import ChipSpec
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.barriers import BarrierMixin
+from trnsim.timing.compiler import (
+    CompilerRules,
+    dropped_zero_fills,
+    mark_table_loads,
+    place_engines,
+    reuse_stationary,
+)
 from trnsim.timing.costs import CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import DmaSystem
 from trnsim.timing.ports import Ports
-from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TENSOR, Statics
+from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TABLE_LOAD, TENSOR, Statics
 from trnsim.timing.throttle import Throttle
 from trnsim.timing.timeline import EngineQueue, Timeline, base_clock_mhz
 
@@ -41,8 +48,9 @@ class Scheduler(BarrierMixin):
     Queues are numbered (qid) and times live in flat lists indexed by instruction.
     """
 
-    def __init__(self, chip: ChipSpec):
+    def __init__(self, chip: ChipSpec, rules: CompilerRules | None = None):
         self.chip = chip
+        self.rules = CompilerRules() if rules is None else rules
         base = base_clock_mhz(chip)
         self.ticks_per_ns = base / 1000
         self.period = {
@@ -56,6 +64,17 @@ class Scheduler(BarrierMixin):
         self._init_barriers()
         self.costs = CostTable(chip)
         self.statics = Statics(chip, self.period, self.costs, self.ports)
+        self._act_load = round(chip.timing.get("act_table_load_ns", 0) * self.ticks_per_ns)
+
+    def _compile(self, program: list[Instruction]) -> list[Instruction]:
+        """The compiler rules that rewrite the record before timing (timing/compiler.py):
+        engine placement (a copy of the list with moved instructions) and dropped zero-fills."""
+        rules = self.rules
+        if rules.place_unknown_engine and any(ins.engine_unknown for ins in program):
+            period, cost = self.period, self.costs.cost
+            program = place_engines(program, lambda ins: cost(ins).ii * period[ins.engine])
+        self._dropped = dropped_zero_fills(program) if rules.drop_psum_zero_fill else set()
+        return program
 
     # ------------------------------------------------------------ preparation
     def _prepare(self, program: list[Instruction], full_deps: bool = False) -> Timeline:
@@ -64,6 +83,8 @@ class Scheduler(BarrierMixin):
         `full_deps` also records, in `self.order_deps`, the WAR and WAW pairs within one queue
         that issue in program order implies (not waits: an engine's reads and writes land in
         issue order, but a new order must keep them); `reorder` may then change the order."""
+        program = self._program = self._compile(program)
+        dropped, forward = self._dropped, {}
         n = len(program)
         tl = Timeline(
             self.ticks_per_ns,
@@ -119,6 +140,14 @@ class Scheduler(BarrierMixin):
             ideps = access(i, core, dq, ins.reads, ins.writes)
             if ins.deps:
                 ideps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
+            if dropped:
+                # A dropped zero-fill's dependants wait for what it would have waited for.
+                if any(d[0] in forward for d in ideps):
+                    ideps = [e for d in ideps for e in forward.get(d[0], (d,))]
+                if i in dropped:
+                    forward[i] = ideps
+                    ideps = []
+                    ticks[i], self._port_keys[i], tl_costs[i] = (0, 0), None, None
             if full_deps:
                 order_deps.append(ideps)
                 if kind != DMA:  # (DMAs complete out of order: they keep every wait)
@@ -128,7 +157,7 @@ class Scheduler(BarrierMixin):
                         if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA
                     ]
             tl_deps[i] = ideps
-            if not full_deps and kind == COMPUTE and key[1] == "vector":
+            if not full_deps and kind == COMPUTE and key[1] == "vector" and i not in dropped:
                 # VectorE pays a static overhead on tiny or back-to-back dependent
                 # instructions (NKI-PERF); with full_deps, reorder() works it out.
                 prev = q.items[-1] if q.items else -1
@@ -140,6 +169,9 @@ class Scheduler(BarrierMixin):
             self._base_ticks = list(ticks)  # before VectorE's overhead, which depends on order
             self._static = static
             self.reorder({})
+        else:
+            for q in queues:
+                self._order_rules(q)
         return tl
 
     def prepare(self, program: list[Instruction], full_deps: bool = False) -> Timeline:
@@ -170,10 +202,20 @@ class Scheduler(BarrierMixin):
         for q in self._queues:
             if q.key in order:
                 q.items = order[q.key]
-            if q.engine == "vector":
+            if q.engine in ("vector", "tensor", "scalar"):
                 for i in q.items:
                     ticks[i] = base[i]
+            if q.engine == "vector":
                 self._vector_overhead(q, self.prepared, self._static)
+            self._order_rules(q)
+
+    def _order_rules(self, q: EngineQueue) -> None:
+        """The compiler rules that depend on a queue's issue order (timing/compiler.py)."""
+        if q.engine == "tensor" and self.rules.reuse_stationary:
+            reuse_stationary(q.items, self._kind, self._ticks, self.prepared.deps, self._program)
+        elif q.engine == "scalar":
+            on = self.rules.act_table_load and self._act_load > 0
+            mark_table_loads(q.items, self._kind, self._program, on)
 
     def _vector_overhead(self, q: EngineQueue, tl: Timeline, static: int) -> None:
         """VectorE's static overhead on tiny or back-to-back dependent instructions, for the
@@ -314,6 +356,8 @@ class Scheduler(BarrierMixin):
             kind = kinds[i]
             if kind == COMPUTE:
                 done = self._issue_compute(i, qid, q)
+            elif kind == TABLE_LOAD:
+                done = self._issue_after_table_load(i, qid, q)
             elif kind == TENSOR:
                 done = self._issue_tensor(i, qid, q)
             elif kind == DMA:
@@ -346,6 +390,15 @@ class Scheduler(BarrierMixin):
             q.cum = end
         self._complete(i, end, q.cum)
         return True
+
+    def _issue_after_table_load(self, i: int, qid: int, q: EngineQueue) -> bool:
+        """The activation table load (ACT_TABLE_LOAD) runs on the queue as soon as the queue
+        reaches it (it needs no data), then the activation issues as usual."""
+        loads = self._tl.table_loads
+        if i not in loads:
+            loads[i] = (q.free, q.free + self._act_load)
+            q.free += self._act_load
+        return self._issue_compute(i, qid, q)
 
     def _issue_tensor(self, i: int, qid: int, q: EngineQueue) -> bool:
         ls_ready, ready, blocker = self._ready_tensor(i, qid)

@@ -21,7 +21,8 @@ from trnsim.timing.pe_array import cells_of
 from trnsim.timing.ports import Ports
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
-COMPUTE, TENSOR, DMA, BARRIER = range(4)  # how a queue issues an instruction
+# How a queue issues an instruction; TABLE_LOAD: compute after an activation-table load.
+COMPUTE, TENSOR, DMA, BARRIER, TABLE_LOAD = range(5)
 _PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MISSING = object()
 

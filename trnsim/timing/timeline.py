@@ -25,7 +25,8 @@ class Timeline:
 
     start/end: issue and completion (DMA: trigger issue and last byte landed); issue_end: when
     the queue could issue again; wait: ticks stalled on semaphores, blocker: the producer waited
-    on last (-1 if none). Tensor instructions also have ls (LoadStationary start, end).
+    on last (-1 if none). Tensor instructions also have ls (LoadStationary start, end); an
+activation that loads its activation table has table_loads (the load's start, end).
     """
 
     ticks_per_ns: float
@@ -38,6 +39,7 @@ class Timeline:
     queue: list[tuple[int, str]]
     costs: list[Cost | None]
     ls: dict[int, tuple[int, int]] = field(default_factory=dict)
+    table_loads: dict[int, tuple[int, int]] = field(default_factory=dict)  # ScalarE, before i
     dma: dict[int, tuple[DmaPlan, int, int]] = field(default_factory=dict)  # plan, trig end, ready
     chunk_rows: list[tuple] = field(default_factory=list)  # ChunkRecord fields + count
     pending_samples: list[tuple[int, int]] = field(default_factory=list)

@@ -354,8 +354,11 @@ def issue(
     operands = {k: v for k, v in kwargs.items() if k in op_names}
     attrs = {k: v for k, v in kwargs.items() if k not in op_names}
     chosen = _engine_name(eng)
+    unknown = False
     if chosen is None and spec is not None:
-        chosen = sem.default_engine(opcode, ctx.chip, operands, attrs) or spec.engines[0]
+        chosen = sem.default_engine(opcode, ctx.chip, operands, attrs)
+        unknown = chosen is None
+        chosen = chosen or spec.engines[0]
     reads: dict[str, View] = {}
     writes: dict[str, View] = {}
     if spec is not None:
@@ -371,7 +374,9 @@ def issue(
         st.tracker.check(frames, opcode, reads, writes, rmw, ctx.device.program, loc)
     index = len(ctx.device.program)
     try:
-        ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc, loops=loops)
+        recorded = ctx.core.issue(opcode, chosen or "vector", operands, attrs, loc=loc,
+                                  loops=loops)
+        recorded.engine_unknown = unknown
     except KernelError as e:
         raise e.with_loc(loc) from None
     except UnsupportedError as e:

@@ -1,0 +1,227 @@
+"""The compiler's behaviours that change time, not values: rules over a program record.
+
+Values are final when the timing model runs, so each rule only changes what the scheduler
+times. Every rule is a switch of CompilerRules (on by default; `CompilerRules.none()` times the
+kernel as its instructions are written). Data (activation function sets, placement engines) in
+isa/compiler.yaml. Knows instruction records and chips; nothing about values or the event loop.
+
+- drop_psum_zero_fill: a zero memset of PSUM whose every byte is next written by the Tensor
+  Engine (the first matmul of an accumulation group overwrites its bank; trainium-hw.md B.2) is
+  not executed: it takes no engine time and its dependants wait for its own producers instead.
+- place_unknown_engine: an instruction the kernel left on engine=unknown, where no documented
+  rule picks the engine, goes to whichever placement engine has had the least work so far.
+- reuse_stationary: a matmul whose stationary is the one the previous matmul on the same PE
+  cells loaded (same bytes, not written since) issues no LoadStationary.
+- act_table_load: an activation whose function is in no loaded activation function set pays a
+  table load (chip timing `act_table_load_ns`) before it runs on ScalarE.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from trnsim import yamlfile
+from trnsim.errors import SpecError
+from trnsim.program import Instruction, Operand
+from trnsim.spec import instruction_specs
+from trnsim.timing.statics import COMPUTE, TABLE_LOAD, TENSOR
+
+_MATMULS = ("nc_matmul", "nc_matmul_mx")
+_ACTIVATIONS = ("activation", "activation_reduce", "activate2")
+
+
+@dataclass(frozen=True)
+class CompilerRules:
+    """Which compiler behaviours the timing model applies (each documented in this module)."""
+
+    drop_psum_zero_fill: bool = True
+    place_unknown_engine: bool = True
+    reuse_stationary: bool = True
+    act_table_load: bool = True
+
+    @classmethod
+    def none(cls) -> CompilerRules:
+        """Every rule off: the instructions as the kernel wrote them."""
+        return cls(False, False, False, False)
+
+
+def _data_path() -> Path:
+    try:
+        p = resources.files("trnsim._isa") / "compiler.yaml"
+        if p.is_file():
+            return Path(str(p))
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "isa" / "compiler.yaml"
+
+
+@functools.cache
+def compiler_data() -> Mapping[str, Any]:
+    """isa/compiler.yaml, checked: function -> set name, and the placement engines."""
+    raw = yamlfile.load(_data_path().read_text())
+    try:
+        sets = raw["act_function_sets"]["sets"]
+        engines = tuple(raw["placement_engines"]["engines"])
+    except (KeyError, TypeError) as e:
+        raise SpecError(f"compiler.yaml: missing or malformed key {e}") from e
+    function_set: dict[str, str] = {}
+    for name, funcs in sets.items():
+        for f in funcs:
+            if f in function_set:
+                raise SpecError(
+                    f"compiler.yaml: act_function_sets.sets.{name}: {f!r} is "
+                    f"already in {function_set[f]}"
+                )
+            function_set[f] = name
+    return {"function_set": function_set, "placement_engines": engines}
+
+
+# ---------------------------------------------------------------- PSUM zero-fill
+def _box(o: Operand) -> tuple[int, int, int, int]:
+    r = o.region
+    return r.partition_start, r.partition_start + r.partitions, r.byte_start, r.byte_end
+
+
+def _inter(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> int:
+    p = min(a[1], b[1]) - max(a[0], b[0])
+    f = min(a[3], b[3]) - max(a[2], b[2])
+    return p * f if p > 0 and f > 0 else 0
+
+
+def dropped_zero_fills(program: Sequence[Instruction]) -> set[int]:
+    """Indices of PSUM zero memsets the Tensor Engine's writes cover before anything else
+    touches their bytes (distinct matmul dst boxes are taken as disjoint: tiles of one bank)."""
+    pending: dict[int, tuple[int, tuple, int, set]] = {}  # memset -> (core, box, left, seen)
+    out: set[int] = set()
+    for ins in program:
+        if pending:
+            tensor_write = ins.opcode in _MATMULS
+            for m in list(pending):
+                core, box, left, seen = pending[m]
+                if core != ins.core:
+                    continue
+                nr = len(ins.reads)
+                for k, o in enumerate(ins.reads + ins.writes):
+                    if o.region.space != "psum":
+                        continue
+                    n = _inter(box, _box(o))
+                    if not n:
+                        continue
+                    if not (tensor_write and k >= nr):  # a read, or another engine's write
+                        del pending[m]
+                        break
+                    if _box(o) not in seen:
+                        seen.add(_box(o))
+                        left -= n
+                    if left <= 0:
+                        out.add(m)
+                        del pending[m]
+                        break
+                    pending[m] = (core, box, left, seen)
+        if ins.opcode == "memset" and ins.attrs.get("value") == 0 and ins.writes:
+            dst = ins.writes[0]
+            if dst.region.space == "psum":
+                box = _box(dst)
+                pending[ins.index] = (ins.core, box, (box[1] - box[0]) * (box[3] - box[2]), set())
+    return out
+
+
+# ---------------------------------------------------------------- engine placement
+def place_engines(program: list[Instruction], engine_ns: Any) -> list[Instruction]:
+    """`program` with each engine=unknown instruction (Instruction.engine_unknown) moved to the
+    placement engine of its ISA record with the least work so far, counting its own cost on
+    each (engine_ns(ins) = its II in ns on its engine). The list is copied only if one moves."""
+    engines = compiler_data()["placement_engines"]
+    specs = instruction_specs()
+    load: dict[tuple[int, str], float] = {}
+    out: list[Instruction] | None = None
+    for ins in program:
+        chosen = ins
+        if getattr(ins, "engine_unknown", False):
+            spec = specs.get(ins.opcode)
+            cands = [e for e in (spec.engines if spec else ()) if e in engines]
+            if len(cands) > 1 and ins.engine in cands:
+                best = None
+                for e in cands:
+                    alt = ins if e == ins.engine else replace(ins, engine=e)
+                    t = load.get((ins.core, e), 0.0) + engine_ns(alt)
+                    if best is None or t < best[0]:
+                        best = (t, alt)
+                chosen = best[1]
+                if chosen is not ins:
+                    if out is None:
+                        out = list(program)
+                    out[ins.index] = chosen
+        if chosen.engine in engines:
+            key = (chosen.core, chosen.engine)
+            load[key] = load.get(key, 0.0) + engine_ns(chosen)
+    return program if out is None else out
+
+
+# ---------------------------------------------------------------- order-dependent costs
+def stationary_key(ins: Instruction, deps: Sequence[tuple[int, str, str]]) -> tuple | None:
+    """What identifies the weights a matmul loads: the stationary's bytes, layout and its
+    producers (a write in between changes them); None for instructions with no stationary."""
+    if ins.opcode not in _MATMULS:
+        return None
+    st = next((o for o in ins.reads if o.name == "stationary"), None)
+    if st is None:
+        return None
+    producers = frozenset(j for j, kind, name in deps if name == "stationary" and kind == "flow")
+    return (
+        st.region,
+        st.dtype,
+        st.shape,
+        st.inner_stride_bytes,
+        producers,
+        ins.attrs.get("tile_position"),
+        ins.attrs.get("tile_size"),
+        ins.attrs.get("is_transpose"),
+        ins.attrs.get("perf_mode"),
+    )
+
+
+def table_set(ins: Instruction) -> str | None:
+    """The activation function set an activation needs (None: no table, or not an
+    activation)."""
+    if ins.opcode not in _ACTIVATIONS:
+        return None
+    op = ins.attrs.get("op")
+    return compiler_data()["function_set"].get(str(op)) if op is not None else None
+
+
+def reuse_stationary(
+    items: Sequence[int], kinds: list[int], ticks: list[tuple], deps: Sequence, program: Sequence
+) -> None:
+    """In Tensor-queue order, drop the LoadStationary (zero ticks) of a matmul whose PE cells
+    still hold its stationary; a matmul on overlapping cells replaces what they hold."""
+    held: dict[tuple, tuple | None] = {}  # PE cells -> stationary they hold
+    for i in items:
+        if kinds[i] != TENSOR:
+            continue
+        ii, lat, _, _, cells = ticks[i]
+        key = stationary_key(program[i], deps[i])
+        if key is not None and held.get(cells) == key:
+            ticks[i] = (ii, lat, 0, 0, cells)
+        mine = set(cells)
+        for c in [c for c in held if c != cells and mine.intersection(c)]:
+            del held[c]
+        held[cells] = key
+
+
+def mark_table_loads(items: Sequence[int], kinds: list[int], program: Sequence, on: bool) -> None:
+    """In Scalar-queue order, mark (kind TABLE_LOAD) each activation whose function set is not
+    the one loaded last; with `on` False, clear the marks."""
+    loaded = None
+    for i in items:
+        if kinds[i] == TABLE_LOAD:
+            kinds[i] = COMPUTE
+        need = table_set(program[i]) if on else None
+        if need is not None and need != loaded and kinds[i] == COMPUTE:
+            kinds[i] = TABLE_LOAD
+            loaded = need
