@@ -32,7 +32,7 @@ from trnsim.errors import SpecError
 
 # (base name, directory of the file naming it) -> path of the base chip file, or None.
 Resolver = Callable[[str, Path], "Path | None"]
-KINDS = ("documented", "inferred", "third-party", "estimate", "what-if")
+KINDS = ("documented", "inferred", "third-party", "estimate", "fitted", "what-if")
 
 # Unit conversion: the key's suffix fixes its canonical unit; the leaf's `unit` must convert to it.
 _UNITS: dict[str, dict[str, float]] = {
@@ -215,6 +215,8 @@ def _section(cls: type, prefix: str, values: dict[str, Any], fname: str, used: s
             )
             continue
         if path not in values:
+            if f.default is not dataclasses.MISSING:  # an optional key (added later)
+                continue
             raise SpecError(f"{fname}: {path}: required key is missing")
         used.add(path)
         kw[f.name] = _coerce(values[path], f.type, path, fname)

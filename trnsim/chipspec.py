@@ -134,6 +134,9 @@ class DmaSpec:
     transpose_sbuf_efficiency: float
     qos_classes: int
     chip_bandwidth_gbps: float
+    # Per transfer and DMA engine: the queue's descriptor fetch and the completion semaphore
+    # write every engine makes (NKI-DMA-INTRO); optional, 0 when a chip file omits it.
+    transfer_overhead_ns: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)

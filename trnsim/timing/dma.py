@@ -3,10 +3,11 @@
 A transfer is split across a core's DMA engines by partition (row) groups, each row slice being
 one or more descriptors (a non-contiguous free-dimension slice adds descriptors). Each engine
 serves one chunk at a time, round-robin across its queues, in order within a queue. A chunk costs
-n_descriptors x descriptor_overhead_ns, then streams its bytes at the engine's rate. Streams that
-touch HBM share the chip's HBM bandwidth: when their demand exceeds it, every stream slows by the
-same factor (a fluid model, re-solved whenever the set of streams changes). Time is in integer
-ticks of the scheduler's clock. Knows nothing about values.
+transfer_overhead_ns + n_descriptors x descriptor_overhead_ns, then streams its bytes at the
+engine's rate (the chip file's dma table: documented, inferred or fitted, each value says).
+Streams that touch HBM share the chip's HBM bandwidth: when their demand exceeds it, every stream
+slows by the same factor (a fluid model, re-solved whenever the set of streams changes). Time is
+in integer ticks of the scheduler's clock. Knows nothing about values.
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ def isolated_ticks(plan: DmaPlan, chip: ChipSpec, ticks_per_ns: float) -> int:
     overheads plus streaming at the engine rate (trigger costs not included)."""
     rate = chip.dma.engine_bytes_per_ns * plan.efficiency / ticks_per_ns
     desc = chip.dma.descriptor_overhead_ns * ticks_per_ns
-    return max((math.ceil(d * desc) + math.ceil(b / rate) for d, b in plan.chunks), default=0)
+    fixed = chip.dma.transfer_overhead_ns * ticks_per_ns
+    return max(
+        (math.ceil(fixed + d * desc) + math.ceil(b / rate) for d, b in plan.chunks), default=0
+    )
 
 
 class ChunkRecord(NamedTuple):
@@ -160,6 +164,7 @@ class DmaSystem:
         self.ticks_per_ns = ticks_per_ns
         self.hbm_cap = chip.hbm.bandwidth_gbps / ticks_per_ns  # bytes per tick
         self.desc_ticks = chip.dma.descriptor_overhead_ns * ticks_per_ns
+        self.fixed_ticks = chip.dma.transfer_overhead_ns * ticks_per_ns
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
         self._engines: dict[tuple[int, int], _Engine] = {}
@@ -279,7 +284,8 @@ class DmaSystem:
         """(descriptors, bytes, descriptor ticks, streaming ticks) of each chunk of `plan` at
         the unshared rate (cached: plans are shared between transfers)."""
         rate = self._rate(plan)
-        out = [(d, b, math.ceil(d * self.desc_ticks), math.ceil(b / rate)) for d, b in plan.chunks]
+        desc, fixed = self.desc_ticks, self.fixed_ticks
+        out = [(d, b, math.ceil(fixed + d * desc), math.ceil(b / rate)) for d, b in plan.chunks]
         self._chunk_ticks[id(plan)] = out  # _rate keeps the plan, so its id is not reused
         return out
 
@@ -322,7 +328,9 @@ class DmaSystem:
                 c = q.popleft()
                 eng.last, eng.busy = i, True
                 c.start = t
-                t_stream = c.stream_start = t + math.ceil(c.descriptors * self.desc_ticks)
+                t_stream = c.stream_start = t + math.ceil(
+                    self.fixed_ticks + c.descriptors * self.desc_ticks
+                )
                 if self.uncapped or c.hbm_weight == 0:
                     c.cur_rate = c.rate
                     self._push(t_stream + math.ceil(c.nbytes / c.rate), 2, (c, c.version))
