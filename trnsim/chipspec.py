@@ -137,6 +137,9 @@ class DmaSpec:
     # Per transfer and DMA engine: the queue's descriptor fetch and the completion semaphore
     # write every engine makes (NKI-DMA-INTRO); optional, 0 when a chip file omits it.
     transfer_overhead_ns: float = 0.0
+    # Per transfer, serial on its DMA queue (core, queue name) before its chunks start: the
+    # queue's per-DMA processing; optional, 0 when a chip file omits it.
+    queue_dma_overhead_ns: float = 0.0
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,8 +19,10 @@ def test_transfer_overhead_is_paid_once_per_engine_per_transfer(tiny_chip):
     chip = load_chip(tiny_chip, **{"dma.transfer_overhead_ns": 200})
     b = ProgramBuilder()
     for k in range(2):
-        b.dma(tile("sbuf", (4, 1000), "float32", offset=4096 * k),
-              tile("hbm", (4, 1000), "float32", offset=16000 * k))
+        b.dma(
+            tile("sbuf", (4, 1000), "float32", offset=4096 * k),
+            tile("hbm", (4, 1000), "float32", offset=16000 * k),
+        )
     tl = Scheduler(chip).run(b.program)
     assert tl.dma[0][2] == 1064  # trigger 64 + 1000 ns latency
     assert sorted({(c.transfer, c.start, c.stream_start, c.end) for c in tl.chunks}) == [
@@ -41,3 +43,24 @@ def test_descriptor_cost_matches_the_documented_size_guidance(name):
 
     assert 0.70 <= efficiency(2048) <= 0.90
     assert efficiency(4096) > efficiency(2048)
+
+
+def test_queue_takes_its_transfers_one_at_a_time(tiny_chip):
+    """dma.queue_dma_overhead_ns = 300: the two qSyncIO transfers (triggered at 64 and 128,
+    data ready 1000 ns later) start moving at 1064 + 300 and 1364 + 300; the qScalarIO one
+    pays only its own 300."""
+    chip = load_chip(tiny_chip, **{"dma.queue_dma_overhead_ns": 300})
+    b = ProgramBuilder()
+    for k in range(2):
+        b.dma(
+            tile("sbuf", (4, 1000), "float32", offset=4096 * k),
+            tile("hbm", (4, 1000), "float32", offset=16000 * k),
+        )
+    b.dma(
+        tile("sbuf", (4, 1000), "float32", offset=8192),
+        tile("hbm", (4, 1000), "float32", offset=32000),
+        queue_engine="scalar",
+    )
+    tl = Scheduler(chip).run(b.program)
+    assert [tl.dma[i][0].queue for i in range(3)] == ["qSyncIO", "qSyncIO", "qScalarIO"]
+    assert [tl.dma[i][2] for i in range(3)] == [1364, 1664, 1364]

@@ -144,7 +144,8 @@ def place_engines(program: list[Instruction], engine_ns: Any) -> list[Instructio
         chosen = ins
         if getattr(ins, "engine_unknown", False):
             spec = specs.get(ins.opcode)
-            cands = [e for e in (spec.engines if spec else ()) if e in engines]
+            movable = spec is not None and spec.family != "control"  # barriers stay put
+            cands = [e for e in spec.engines if e in engines] if movable else []
             if len(cands) > 1 and ins.engine in cands:
                 best = None
                 for e in cands:

@@ -58,6 +58,7 @@ class Scheduler(BarrierMixin):
         }
         self.sem = round(chip.timing["semaphore_latency_ns"] * self.ticks_per_ns)
         self._trigger_latency = round(chip.dma.trigger_latency_ns * self.ticks_per_ns)
+        self._queue_cost = round(chip.dma.queue_dma_overhead_ns * self.ticks_per_ns)
         self._qid: dict[tuple[int, str], int] = {}  # (core, engine) -> queue number
         self._queues: list[EngineQueue] = []
         self.ports = Ports(chip, self.ticks_per_ns)
@@ -257,6 +258,7 @@ class Scheduler(BarrierMixin):
         self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores), one_queue=one_queue)
         self._tl = tl
         self._release = [-1] * n  # when a WAR wait on the instruction is over
+        self._dma_queue_free: dict[tuple[int, str], int] = {}  # (core, DMA queue) -> tick
         self._waiters: list[list[int] | None] = [None] * n  # producer -> queues to wake
         self._barrier_waiters = {}
         self._work: deque[int] = deque()
@@ -444,6 +446,11 @@ class Scheduler(BarrierMixin):
         if plan.dge == "hwdge":
             trig_end = self.ports.dge(q.key[0], issue_end)
         data_ready = trig_end + self._trigger_latency
+        if self._queue_cost:
+            # The DMA queue takes its transfers one at a time (dma.queue_dma_overhead_ns each).
+            qkey = (q.key[0], plan.queue)
+            data_ready = max(data_ready, self._dma_queue_free.get(qkey, 0)) + self._queue_cost
+            self._dma_queue_free[qkey] = data_ready
         if ready > free:
             tl.wait[i], tl.blocker[i] = ready - free, blocker
         tl.start[i], tl.issue_end[i] = t, issue_end
