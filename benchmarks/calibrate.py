@@ -65,11 +65,11 @@ class Param:
 PARAMS = (
     Param(
         "dma.descriptor_overhead_ns",
-        13.0,
-        52.0,
+        2048 / 17 * (1 / 0.9 - 1),  # 13.4
+        2048 / 17 * (1 / 0.7 - 1),  # 51.6
         "fixed cost of one DMA descriptor (one contiguous run of one partition) on a DMA "
         "engine; bounds from the documented size guidance: a 2 KiB descriptor runs at 70-90 % "
-        "of the 17 B/ns practical rate, 2048/17 ns x (1/0.9 - 1 ... 1/0.7 - 1) = 13-52 ns "
+        "of the 17 B/ns practical rate, 2048/17 ns x (1/0.9 - 1 ... 1/0.7 - 1) = 13.4-51.6 ns "
         "(NKI-DMA-BW)",
         "ns",
     ),

@@ -224,3 +224,33 @@ def test_compiler_data_names_known_functions_and_sources():
     assert set(compiler_data()["function_set"]) <= set(ACTIVATIONS)
     raw = yamlfile.load(_data_path().read_text())
     assert {rec["source"] for rec in raw.values()} <= set(sources())
+
+
+def test_kernels_record_which_engines_they_left_to_the_compiler():
+    """engine=unknown (the default) with no documented rule marks the instruction; an
+    explicit engine does not; a placed tensor_copy keeps its values (values are computed on
+    the default engine)."""
+    import numpy as np
+
+    import trnsim.nki as nki
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.timing.profile import profile
+
+    @nki.jit
+    def copies(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        b = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_copy(dst=a, src=t)
+        nisa.tensor_copy(dst=b, src=a, engine=nisa.vector_engine)
+        nisa.dma_copy(dst=out, src=b)
+        return out
+
+    x = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    prof = profile(copies, x, chip="trn2")
+    np.testing.assert_array_equal(prof.outputs, x)
+    marks = [(i.opcode, i.engine_unknown) for i in prof.program if i.opcode == "tensor_copy"]
+    assert marks == [("tensor_copy", True), ("tensor_copy", False)]
