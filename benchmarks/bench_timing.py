@@ -12,6 +12,8 @@
 3. A 4096 x 4096 x 4096 bf16 blocked matmul with values and timing, over the time numpy alone
    needs for the same tile arithmetic (the same 128x128x512 tile matmuls in fp32).
 4. --big: timing-only over 100 GiB of trn3 HBM (inputs are zero-stride numpy views).
+5. --table: issue 17's table (benchmarks/speed_table.py): timing-only, values+timing (exact
+   and fast numerics) and numpy's tile loop per workload, medians of interleaved runs.
 
 One-time start-up (loading the ISA and chip files, importing the semantics, JIT-compiling the
 dtype casts) happens in a warm-up launch and is reported on its own line, not in the rates.
@@ -47,6 +49,7 @@ from kernels_for_timing import (  # noqa: E402
     hbm_stream,
     tile_roundtrip,
 )
+from speed_table import table  # noqa: E402
 
 from trnsim.nki.jit import _as_kernel  # noqa: E402
 from trnsim.timing.costs import cost_records  # noqa: E402
@@ -248,7 +251,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--big", action="store_true", help="also time 100 GiB of trn3 HBM")
+    ap.add_argument("--table", action="store_true", help="only issue 17's side-by-side table")
     args = ap.parse_args()
+    if args.table:
+        warm_up()
+        table(args.quick)
+        return
     warm_up()
     speed(1024 if args.quick else 2048)
     launch_overhead()
