@@ -31,6 +31,10 @@ from trnsim.program import Instruction, Operand, SourceLocation, capture_locatio
 from trnsim.semantics import _tensor_rules as rules
 from trnsim.spec import check_instruction, check_key, instruction_specs, is_tensor
 
+# How values are computed: "exact" is machine-independent (nc_matmul: float64 products and
+# K-sum, rounded to fp32 once); "fast" multiplies in fp32 BLAS (deterministic on one machine,
+# may differ in the last bits from "exact" and across BLAS builds).
+NUMERICS = ("exact", "fast")
 PSUM_ALIGN = 2048  # auto-allocated PSUM tiles start on a bank (nki-api.md §3.3)
 SBUF_ALIGN = 64
 
@@ -170,6 +174,10 @@ class NeuronCore:
     @property
     def values(self) -> bool:
         return self.device.values
+
+    @property
+    def numerics(self) -> str:
+        return self.device.numerics
 
     # ------------------------------------------------------------ allocation
     def allocate(self, space: str, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
@@ -360,7 +368,7 @@ class Device:
     """One chip: HBM shared by its NeuronCores, and the program record of a run."""
 
     def __init__(self, chip: Any, values: bool = True, seed: int = 0, hbm: HBM | None = None,
-                 onchip_pool: dict | None = None):
+                 onchip_pool: dict | None = None, numerics: str = "exact"):
         """A fresh chip; `hbm` (optional) an existing HBM of the same chip to run on instead
         of a fresh one: the launches of a long-lived device (the PyTorch backend) share it.
         `onchip_pool` (optional, a dict the caller keeps) lends the SBUF/PSUM byte arrays of
@@ -368,6 +376,7 @@ class Device:
         (each allocation is poisoned as always: no value carries over)."""
         self.chip = chip
         self.values = values
+        self.numerics = numerics  # one of NUMERICS
         self.seed = seed
         if hbm is not None and hbm.capacity_bytes != chip.hbm.capacity_bytes:
             raise ValueError(f"an HBM of {hbm.capacity_bytes} bytes is not {chip.name}'s")

@@ -101,7 +101,8 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         raise ConstraintError("nki.jit: platform_target= is not accepted by the current NKI API; "
                               "set NEURON_PLATFORM_TARGET_OVERRIDE=trn1|trn2|trn3 instead",
                               capture_location())
-    run_opts = {k: options.pop(k) for k in ("chip", "values", "seed") if k in options}
+    run_opts = {k: options.pop(k) for k in ("chip", "values", "seed", "numerics")
+                if k in options}
 
     def wrap(f: Callable[..., Any]) -> Kernel:
         if isinstance(f, Kernel):
@@ -128,7 +129,8 @@ def simulate(kernel: Any, **options: Any) -> Callable[..., Any]:
     """nki.simulate(kernel)(*arrays): run on the simulated chip, return host arrays.
 
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
-    Options: chip= (default from NEURON_PLATFORM_TARGET_OVERRIDE, else trn3), values=, seed=.
+    Options: chip= (default from NEURON_PLATFORM_TARGET_OVERRIDE, else trn3), values=, seed=,
+    numerics= ("exact" or "fast": core.NUMERICS).
     """
     k = _as_kernel(kernel)
 

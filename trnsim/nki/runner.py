@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trnsim.core import Device
+from trnsim.core import NUMERICS, Device
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
@@ -138,7 +138,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
                chip: Any = None, lnc: int = 1, grid: Sequence[int] | None = None,
                values: bool = True, generation: str = "ga", seed: int = 0,
                cores_for_grid: int = 1, hbm: Any = None,
-               host_outputs: bool = True, onchip_pool: dict | None = None) -> KernelRun:
+               host_outputs: bool = True, onchip_pool: dict | None = None,
+               numerics: str = "exact") -> KernelRun:
     """Simulate `kernel(*args, **kwargs)` launched on `grid` (B1) or `lnc` cores (GA).
 
     Array arguments (numpy or torch CPU) become shared-HBM tensors; the kernel's returned
@@ -147,6 +148,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     NkiTensor arguments over it are passed as they are. host_outputs=False returns the
     kernel's result as it is (HBM NkiTensors), not as host copies. `onchip_pool`: see
     core.Device (a long-lived device's launches reuse their on-chip byte arrays).
+    `numerics`: "exact" (default: machine-independent values) or "fast" (fp32 BLAS for
+    nc_matmul; core.NUMERICS).
     """
     if maybe_current() is not None:
         raise KernelError("a kernel launch cannot be nested inside a running kernel "
@@ -156,6 +159,8 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         if adapter is not None:
             options = {"chip": chip, "lnc": lnc, "grid": grid, "values": values,
                        "generation": generation, "seed": seed, "cores_for_grid": cores_for_grid}
+            if numerics != "exact":
+                options["numerics"] = numerics
             return adapter.launch(kernel, args, kwargs, options)
     spec = resolve_chip(chip)
     if lnc not in spec.lnc_allowed and lnc != 1:
@@ -169,7 +174,11 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
                               f"(LNC {', '.join(map(str, spec.lnc_allowed))}; nl.nc(n) spreads a "
                               "grid dimension over n of them, nki-api.md §2.4)",
                               capture_location())
-    device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool)
+    if numerics not in NUMERICS:
+        raise ConstraintError(f"numerics={numerics!r}: allowed {', '.join(map(repr, NUMERICS))}",
+                              capture_location())
+    device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool,
+                    numerics=numerics)
     device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)

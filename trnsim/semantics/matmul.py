@@ -12,6 +12,10 @@ the correctly rounded dot product: within the error bound of any fp32 accumulati
 independent of BLAS blocking/threading, so runs are bit-reproducible. PSUM accumulation across
 instructions is a true fp32 add (bf16 PSUM on NC-v4: upcast, fp32 add, RNE to bf16, as the
 Trainium3 arch guide describes).
+
+numerics="fast" (core.NUMERICS, opt-in) multiplies the fp32 values in fp32 BLAS instead: about
+twice as fast, deterministic on one machine, but the K-sum is rounded in BLAS's order, so the
+last bits may differ from the default and between BLAS builds.
 """
 
 from __future__ import annotations
@@ -179,12 +183,35 @@ def _scratch(core, key: str, shape: tuple[int, ...], dtype: type) -> np.ndarray:
     return arr
 
 
-def _matrix(core, key: str, v: View, double_row: bool) -> np.ndarray:
-    """An input as a float64 [K, free] matrix; double_row folds the pair dim into K."""
-    k = v.shape[0]
-    x = _scratch(core, key, (k, v.size // k if k else 0), np.float64)
+def _fill_generic(core, key: str, x: np.ndarray, v: View) -> None:
+    """x[...] = v's values, converted by numpy (exact for every float dtype)."""
     src = v.array() if v.dtype.name in _DIRECT_F64 else v.read_f32()
-    np.copyto(x.reshape(src.shape), src, casting="unsafe")
+    np.copyto(x, src, casting="unsafe")
+
+
+def _fill_bf16(core, key: str, x: np.ndarray, v: View) -> None:
+    """x[...] = bf16 values: the bits shifted into fp32 (a bf16 is the upper half of the fp32
+    of the same value), then widened; bit for bit what _fill_generic gives, at half its cost."""
+    bits = v.array().view(np.uint16)
+    if x.dtype == np.float32:
+        np.left_shift(bits, 16, out=x.view(np.uint32), dtype=np.uint32)
+        return
+    wide = _scratch(core, key + ".u32", x.shape, np.uint32)
+    np.left_shift(bits, 16, out=wide, dtype=np.uint32)
+    with np.errstate(invalid="ignore"):  # signalling NaNs become quiet, as in numpy's cast
+        np.copyto(x, wide.view(np.float32))
+
+
+# Input dtype -> how its values are put into the work matrix (the rest: _fill_generic).
+_FILLS = {"bfloat16": _fill_bf16}
+
+
+def _matrix(core, key: str, v: View, double_row: bool, work: type = np.float64) -> np.ndarray:
+    """An input as a `work`-typed [K, free] matrix; double_row folds the pair dim into K."""
+    k = v.shape[0]
+    x = _scratch(core, key, (k, v.size // k if k else 0), work)
+    if x.size:
+        _FILLS.get(v.dtype.name, _fill_generic)(core, key, x.reshape(v.shape), v)
     if double_row:
         return x.reshape(k, 2, -1).reshape(k * 2, -1)
     return x
@@ -220,12 +247,13 @@ def nc_matmul(
         pe_transpose(core, dst, stationary, moving)
         return
     double_row = perf_mode_name(perf_mode) == "double_row"
-    s = _matrix(core, "stationary", stationary, double_row)
-    m = _matrix(core, "moving", moving, double_row)
-    out = _scratch(core, "out", (s.shape[1], m.shape[1]), np.float64)
+    work = np.float32 if core.numerics == "fast" else np.float64
+    s = _matrix(core, "stationary", stationary, double_row, work)
+    m = _matrix(core, "moving", moving, double_row, work)
+    out = _scratch(core, "out", (s.shape[1], m.shape[1]), work)
     with np.errstate(all="ignore"):
         np.matmul(s.T, m, out=out)  # NaN/Inf spread as in a real dot product
-    # Rounded to fp32 once, as it is stored (fused with the PSUM add).
+    # Rounded to fp32 once, as it is stored (fused with the PSUM add); fast: already fp32.
     write_psum_result(core, "nc_matmul", dst, out.reshape(dst.shape), accumulate)
 
 

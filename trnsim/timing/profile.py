@@ -417,6 +417,7 @@ def profile(
     lnc: int = 1,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    numerics: str | None = None,
     **kwargs: Any,
 ) -> Profile:
     """Run `kernel(*args, **kwargs)` on the simulated `chip` and time it.
@@ -425,6 +426,7 @@ def profile(
     outputs are None), so kernels over any amount of simulated HBM can be timed.
     reorder=False times the instructions in program order instead of the compiler's order;
     rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if).
+    numerics="fast" computes nc_matmul in fp32 BLAS (core.NUMERICS); the timeline is the same.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
     from trnsim.nki.jit import _as_kernel
@@ -433,7 +435,8 @@ def profile(
     k = _as_kernel(kernel)
     if lnc > 1 and k.generation == "ga" and not k.grid:
         k = k[lnc]
-    run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values)
+    opts = {} if numerics is None else {"numerics": numerics}
+    run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values, **opts)
     prof = time_program(
         run.program, run.chip, run.outputs if values else None, values, reorder, rules
     )
