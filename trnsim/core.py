@@ -17,6 +17,7 @@ from trnsim import dtypes as dt
 from trnsim import semantics as sem
 from trnsim.allocation import HBM, OnChipMemory
 from trnsim.errors import AllocationError, ConstraintError, KernelError, UnsupportedError
+from trnsim.hostmem import PendingFills
 from trnsim.memory import (
     ON_CHIP,
     Buffer,
@@ -155,6 +156,9 @@ class NeuronCore:
         # The launch these memories belong to: a tile kept by Python past its launch is refused
         # in a later one (NeuronCore.issue).
         self.sbuf.owner = self.psum.owner = device
+        if pool is None:  # fresh memories, seen by this launch only: poison fills can wait
+            for mem in (self.sbuf, self.psum):
+                mem.fills = PendingFills(functools.partial(getattr, mem, "data"))
         parts = chip.sbuf.partitions
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
@@ -223,7 +227,12 @@ class NeuronCore:
         if space == "psum":
             self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
         if poison and self.values:
-            fill_poison(view)
+            bits = _poison_bits(dtype)
+            fills = getattr(mem, "fills", None)
+            if fills is not None and bits.itemsize == dtype.itemsize:
+                buf.fresh = fills.add(p0, parts, b0, nbytes, bits)
+            else:
+                fill_poison(view)
         return view
 
     def _live_tiles(self, space: str, shown: int = 6) -> str:

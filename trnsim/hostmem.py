@@ -181,5 +181,61 @@ class PendingPoison:
         self.left -= len(todo)
         return not self.left
 
+    def overwrite(self, lo: int, hi: int) -> bool:
+        """Bytes [lo, hi) are about to be written, every one: the chunks whose part of the
+        block lies inside need no poison (their host RAM is admitted, nothing written); True
+        once every chunk of the block is done. The chunks at the edges stay for `touch`."""
+        lo, hi = max(lo, self.start), min(hi, self.end)
+        if lo >= hi:
+            return not self.left
+        c0 = lo // HOST_CHUNK - self.first
+        c1 = (hi - 1) // HOST_CHUNK + 1 - self.first
+        if max(self.start, (c0 + self.first) * HOST_CHUNK) < lo:
+            c0 += 1
+        if min(self.end, (c1 + self.first) * HOST_CHUNK) > hi:
+            c1 -= 1
+        if c0 >= c1:
+            return not self.left
+        todo = np.flatnonzero(~self.done[c0:c1]) + c0
+        for a, b in chunk_runs(todo):
+            s = max(self.start, (a + self.first) * HOST_CHUNK)
+            e = min(self.end, (b + self.first) * HOST_CHUNK)
+            self.hbm.materialize(s, e, self.what)
+        self.done[todo] = True
+        self.left -= len(todo)
+        return not self.left
+
     def touch_all(self) -> None:
         self.touch(self.start, self.end)
+
+
+class PendingFills:
+    """The poison fills of fresh SBUF/PSUM tiles, deferred until the memory is next reached.
+
+    A fill is a rectangle [p0, p0 + parts) x [b0, b0 + nbytes) of a (partitions, bytes)
+    array and the bits to fill it with. Before any access to the memory every pending fill is
+    written out, in allocation order, so what an access sees is what it would see had each
+    tile been filled when it was allocated; the one exception, `drop`, is a write covering the
+    whole tile the fill belongs to, which would overwrite every byte of that fill anyway (so
+    the other fills go first, in case a later one overlaps it)."""
+
+    __slots__ = ("data", "fills", "ticket")
+
+    def __init__(self, data: Any):
+        self.data = data  # a callable returning the (partitions, bytes) uint8 array
+        self.fills: dict[int, tuple[int, int, int, int, np.ndarray]] = {}
+        self.ticket = 0
+
+    def add(self, p0: int, parts: int, b0: int, nbytes: int, bits: np.ndarray) -> int:
+        """Defer one fill; returns its ticket (for `drop`)."""
+        self.ticket += 1
+        self.fills[self.ticket] = (p0, parts, b0, nbytes, bits)
+        return self.ticket
+
+    def flush(self, keep: int = 0) -> None:
+        """Write out every pending fill, except (dropped) the one of ticket `keep`."""
+        fills, self.fills = self.fills, {}
+        data = self.data()
+        for ticket, (p0, parts, b0, nbytes, bits) in fills.items():
+            if ticket != keep:
+                data[p0:p0 + parts, b0:b0 + nbytes].view(bits.dtype).fill(bits)

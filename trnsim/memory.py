@@ -51,6 +51,9 @@ class Buffer:
     # The poison fill of a fresh HBM block not yet written out (hostmem.PendingPoison):
     # strided_array writes it for each chunk an access first reaches.
     poison: PendingPoison | None = None
+    # The ticket of this on-chip tile's poison fill while it is deferred (hostmem.PendingFills
+    # of its memory); 0: none.
+    fresh: int = 0
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
@@ -108,6 +111,9 @@ class Buffer:
         """The bytes of this buffer: (partitions, nbytes) on chip, (nbytes,) in HBM."""
         if self.on_chip:
             p0, b0 = self.partition_start, self.byte_start
+            fills = getattr(self.memory, "fills", None)
+            if fills is not None and fills.fills:
+                fills.flush()
             return self.memory.data[p0:p0 + self.partitions, b0:b0 + self.nbytes]
         self.materialize()
         return self.memory.data[self.byte_start:self.byte_start + self.nbytes]
@@ -264,6 +270,9 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
         return np.empty(lay.shape, dtype=lay.dtype.storage)
     data = buf.memory.data  # C-contiguous: (partitions, bytes) on chip, (bytes,) in HBM
     if buf.on_chip:
+        fills = getattr(buf.memory, "fills", None)
+        if fills is not None and fills.fills:  # deferred poison fills happen before any access
+            fills.flush()
         f = buf.nbytes // isz
         row_bytes = data.strides[0]
         p_off, f_off = divmod(lay.offset, f)
@@ -377,14 +386,20 @@ class View:
 
     def write(self, values: np.ndarray | float | int) -> None:
         """Store values (any numeric array broadcastable to the shape), cast to the dtype."""
-        out = self.array()
         vals = np.asarray(values)
         if vals.dtype != self.dtype.storage or self.dtype.name == "tfloat32":
             vals = dt.cast(vals, self.dtype)
-        out[...] = np.broadcast_to(vals, out.shape) if vals.shape != out.shape else vals
+        if vals.shape != self.layout.shape:
+            vals = np.broadcast_to(vals, self.layout.shape)
+        if self.buffer.fresh or self.buffer.poison is not None:
+            _overwriting(self.buffer, self.layout)
+        self.array()[...] = vals
 
     def write_raw(self, values: np.ndarray) -> None:
         """Store values already in storage type, bit for bit."""
+        if self.buffer.fresh or self.buffer.poison is not None:
+            np.broadcast_shapes(np.shape(values), self.layout.shape)  # raises before the drop
+            _overwriting(self.buffer, self.layout)
         self.array()[...] = values
 
     def region(self) -> Region:
@@ -396,3 +411,23 @@ class View:
     def elems_per_partition(self) -> int:
         shape = self.layout.shape[1:] if self.buffer.on_chip else self.layout.shape
         return int(math.prod(shape))
+
+
+def _overwriting(buf: Buffer, lay: Layout) -> None:
+    """A write through `lay` is about to happen: if it covers every byte of a tile whose
+    poison fill is still deferred, that fill is dropped (the write would overwrite it all);
+    in HBM, the pending poison of the chunks a contiguous write covers."""
+    isz = lay.dtype.itemsize
+    dense = lay.strides == row_major(lay.shape)
+    if not buf.on_chip:
+        if dense and lay.size:
+            lo = buf.byte_start + lay.offset * isz
+            if buf.poison.overwrite(lo, lo + lay.size * isz):
+                buf.poison = None
+        return
+    fills = buf.memory.fills
+    whole = (dense and lay.offset == 0 and lay.size * isz == buf.partitions * buf.nbytes
+             and buf.nbytes % isz == 0)
+    if fills.fills:
+        fills.flush(keep=buf.fresh if whole else 0)
+    buf.fresh = 0
