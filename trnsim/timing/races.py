@@ -23,6 +23,8 @@ unpitched HBM regions are bounding boxes, which never miss an overlap. Knows not
 from __future__ import annotations
 
 import bisect
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,12 +158,23 @@ def _hidden_in(accesses: list[tuple[_Access, Operand]], found: dict[tuple[int, i
     """Pairs of one core and one pitch whose bounding boxes overlap, that the tracker's pitch
     test calls disjoint, and whose exact bytes overlap."""
     accesses = sorted(accesses, key=lambda x: x[0].start)
-    starts = [a.start for a, _ in accesses]
     longest = max(a.end - a.start for a, _ in accesses)
+    # Operands whose bytes are exactly the tracker's rows: for two of them its pitch test is
+    # exact, so it misses nothing between them and only pairs with an operand that is not
+    # its rows are looked at (in a loop of column blocks, none: no longer a pass over all
+    # pairs).
+    others = [x for x in accesses if not _rows_only(x[1].pattern, x[1].nbytes, x[0].pitch,
+                                                    x[0].run)]
+    if not others:
+        return
+    pool = {False: (accesses, [a.start for a, _ in accesses]),
+            True: (others, [a.start for a, _ in others])}
+    other_ids = {id(op) for _, op in others}
     for a, aop in accesses:
+        cands, starts = pool[id(aop) not in other_ids]
         lo = bisect.bisect_right(starts, a.start - longest)
         hi = bisect.bisect_left(starts, a.end)
-        for b, bop in accesses[lo:hi]:
+        for b, bop in cands[lo:hi]:
             if b.index >= a.index or not (a.write or b.write) or b.end <= a.start:
                 continue
             key = (b.index, a.index)
@@ -184,6 +197,37 @@ def exact_overlap(a: Operand, b: Operand) -> bool:
     idx = np.searchsorted(sb, sa - lb, side="right")
     ok = idx < sb.size
     return bool(np.any(sb[idx[ok]] < sa[ok] + la))
+
+
+@functools.lru_cache(maxsize=4096)
+def _rows_only(pattern: tuple, nbytes: int, pitch: int, run: int) -> bool:
+    """Whether an operand's bytes are exactly `nbytes // run` runs of `run` bytes at steps of
+    `pitch` from its lowest byte (what deps.row_pattern assumes): positive strides whose
+    dims, merged where one continues another, leave one run dim and one row dim."""
+    first, dims = pattern
+    count = math.prod(n for _, n in dims)
+    if first or not count or nbytes % count:
+        return False
+    isz = nbytes // count
+    merged: list[tuple[int, int]] = []  # (stride, count), innermost last
+    for s, n in dims:
+        if n == 1:
+            continue
+        if s <= 0:
+            return False
+        if merged and merged[-1][0] == s * n:  # the outer dim steps over exactly this one
+            merged[-1] = (s, merged[-1][1] * n)
+        else:
+            merged.append((s, n))
+    if merged and merged[-1][0] == isz:
+        s, n = merged.pop()
+        inner = n * isz
+    else:
+        inner = isz
+    if inner != run:
+        return False
+    return not merged or (len(merged) == 1 and merged[0][0] == pitch
+                          and merged[0][1] == nbytes // run)
 
 
 def _runs(op: Operand) -> tuple[np.ndarray, int] | None:
