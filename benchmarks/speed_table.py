@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import math
 import os
 import statistics
@@ -144,12 +145,24 @@ def table(quick: bool = False, runs: int = 3) -> None:
         )
 
 
+def as_json(quick: bool, runs: int) -> None:
+    """One JSON line per workload: its instruction count and median CPU s per column."""
+    for name, kernel, args, floor in workloads(quick):
+        t = measure(kernel, args, floor, runs)
+        print(json.dumps({"workload": name, "instr": instr_count(kernel, args), **t}),
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--json", action="store_true", help="JSON lines (benchmarks/speed_compare)")
     args = ap.parse_args()
-    table(args.quick, args.runs)
+    if args.json:
+        as_json(args.quick, args.runs)
+    else:
+        table(args.quick, args.runs)
 
 
 if __name__ == "__main__":
