@@ -1,13 +1,13 @@
-"""Before/after of issue 17's table in one run: two checkouts' interpreters, interleaved.
+"""Before/after of issue 17's table in one run: two checkouts side by side, run by run.
 
     python benchmarks/speed_compare.py --before /path/to/old/.venv/bin/python \\
-        [--after .venv/bin/python] [--rounds 3] [--quick]
+        [--after .venv/bin/python] [--runs 3] [--quick]
 
-Each round runs benchmarks/speed_table.py --json --runs 1 (one warm-up round, then one
-measured round of every column) under the `before` interpreter, then under `after`; the
-figures are medians over the rounds. Both runs see the same load, so the ratios are what
-the comparison is about. Each interpreter imports the trnsim of its own checkout (an
-editable install in its venv); the kernels and this script come from this checkout.
+One worker process per checkout (benchmarks/speed_table.py --serve, under that checkout's
+interpreter, so each imports its own trnsim; the kernels and inputs come from this checkout).
+Every measurement is asked of both workers in turn: per workload and column, one warm-up
+run each, then `--runs` runs alternating before/after, so both sides see the same load;
+figures are medians of CPU seconds.
 """
 
 from __future__ import annotations
@@ -24,49 +24,70 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COLUMNS = ("timing-only", "values exact", "values fast", "numpy")
 
 
-def one_round(python: str, quick: bool) -> list[dict]:
-    cmd = [python, os.path.join(HERE, "speed_table.py"), "--json", "--runs", "1"]
-    if quick:
-        cmd.append("--quick")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd="/", env=env)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+class Worker:
+    def __init__(self, python: str, quick: bool):
+        cmd = [python, os.path.join(HERE, "speed_table.py"), "--serve"] + (["--quick"] * quick)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, cwd="/", env=env)
+        hello = json.loads(self.proc.stdout.readline())
+        self.workloads, self.instr, self.fast = hello["workloads"], hello["instr"], hello["fast"]
 
+    def run(self, i: int, col: str) -> float:
+        self.proc.stdin.write(f"{i} {col}\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["seconds"]
 
-def median(rows: list[dict], name: str, col: str) -> float:
-    vals = [r[col] for r in rows if r["workload"] == name and not math.isnan(r[col])]
-    return statistics.median(vals) if vals else math.nan
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", required=True, help="python of the baseline checkout")
     ap.add_argument("--after", default=sys.executable)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    got: dict[str, list[dict]] = {"before": [], "after": []}
-    for _ in range(args.rounds):
-        for side in ("before", "after"):
-            got[side] += one_round(getattr(args, side), args.quick)
-    names = list(dict.fromkeys(r["workload"] for r in got["after"]))
-    print(f"medians of {args.rounds} interleaved rounds (each: 1 warm-up + 1 run), CPU s")
-    print("| workload | instr | timing-only before → after (instr/s) | values exact before → "
-          "after (/numpy) | values fast (/numpy) | numpy before, after |")
-    print("|---|---|---|---|---|---|")
-    for name in names:
-        b = {c: median(got["before"], name, c) for c in COLUMNS}
-        a = {c: median(got["after"], name, c) for c in COLUMNS}
-        n = next(r["instr"] for r in got["after"] if r["workload"] == name)
+    sides = {"before": Worker(args.before, args.quick), "after": Worker(args.after, args.quick)}
+    print(f"medians of {args.runs} runs after 1 warm-up, before/after alternating, CPU s")
+    print("| workload | instr/s timing-only, before → after | values exact, before → after "
+          "(× numpy) | values fast (× numpy) | numpy tile loop |")
+    print("|---|---|---|---|---|")
+    for i, name in enumerate(sides["after"].workloads):
+        t = {}
+        for col in COLUMNS:
+            for side, w in sides.items():
+                if col == "values fast" and not w.fast:
+                    t[side, col] = math.nan
+                    continue
+                t[side, col] = []
+            for rnd in range(args.runs + 1):
+                for side, w in sides.items():
+                    if isinstance(t[side, col], list):
+                        s = w.run(i, col)
+                        if rnd:
+                            t[side, col].append(s)
+            for side in sides:
+                if isinstance(t[side, col], list):
+                    t[side, col] = statistics.median(t[side, col])
+        numpy = statistics.median([t["before", "numpy"], t["after", "numpy"]])
+        n = sides["after"].instr[i]
         print(
-            f"| {name} | {n} | {b['timing-only']:.3f} → {a['timing-only']:.3f} s "
-            f"({n / b['timing-only']:.0f} → {n / a['timing-only']:.0f}) | "
-            f"{b['values exact']:.2f} → {a['values exact']:.2f} s "
-            f"({b['values exact'] / b['numpy']:.2f}x → {a['values exact'] / a['numpy']:.2f}x) | "
-            f"{a['values fast']:.2f} s ({a['values fast'] / a['numpy']:.2f}x) | "
-            f"{b['numpy']:.2f}, {a['numpy']:.2f} s |",
+            f"| {name} | {n / t['before', 'timing-only']:.0f} → "
+            f"{n / t['after', 'timing-only']:.0f} "
+            f"({t['before', 'timing-only']:.3f} → {t['after', 'timing-only']:.3f} s) | "
+            f"{t['before', 'values exact']:.2f} → {t['after', 'values exact']:.2f} s "
+            f"({t['before', 'values exact'] / numpy:.2f}× → "
+            f"{t['after', 'values exact'] / numpy:.2f}×) | "
+            f"{t['after', 'values fast']:.2f} s ({t['after', 'values fast'] / numpy:.2f}×) | "
+            f"{numpy:.2f} s |",
             flush=True,
         )
+    for w in sides.values():
+        w.close()
 
 
 if __name__ == "__main__":

@@ -103,16 +103,24 @@ def workloads(quick: bool) -> list[tuple[str, object, tuple, object]]:
 COLUMNS = ("timing-only", "values exact", "values fast", "numpy")
 
 
-def measure(kernel, args, floor, runs: int) -> dict[str, float]:
-    """Median CPU seconds per column over `runs` interleaved rounds, after one warm-up."""
+def column_fns(kernel, args, floor) -> dict:
     zeros = tuple(np.broadcast_to(np.zeros((), a.dtype), a.shape) for a in args)
-    fns = {
+    return {
         "timing-only": lambda: simulate(kernel, zeros, False),
         "values exact": lambda: simulate(kernel, args, True),
         "values fast": lambda: simulate(kernel, args, True, "fast"),
         "numpy": lambda: floor(*args),
     }
-    has_fast = "numerics" in inspect.signature(runner.run_kernel).parameters
+
+
+def has_fast() -> bool:
+    return "numerics" in inspect.signature(runner.run_kernel).parameters
+
+
+def measure(kernel, args, floor, runs: int) -> dict[str, float]:
+    """Median CPU seconds per column over `runs` interleaved rounds, after one warm-up."""
+    fns = column_fns(kernel, args, floor)
+    has_fast = globals()["has_fast"]()
     columns = [c for c in COLUMNS if has_fast or c != "values fast"]
     times: dict[str, list[float]] = {c: [] for c in COLUMNS}
     for rnd in range(runs + 1):
@@ -153,13 +161,29 @@ def as_json(quick: bool, runs: int) -> None:
               flush=True)
 
 
+def serve(quick: bool) -> None:
+    """Answer lines "<workload index> <column>" on stdin with the CPU seconds of one run, as
+    JSON on stdout (benchmarks/speed_compare.py drives two of these side by side)."""
+    work = workloads(quick)
+    cases = [column_fns(k, a, f) for _, k, a, f in work]
+    hello = {"workloads": [w[0] for w in work], "instr": [instr_count(k, a) for _, k, a, _ in work],
+             "fast": has_fast()}
+    print(json.dumps(hello), flush=True)
+    for line in sys.stdin:
+        i, col = line.strip().split(" ", 1)
+        print(json.dumps({"seconds": cpu_seconds(cases[int(i)][col])}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--json", action="store_true", help="JSON lines (benchmarks/speed_compare)")
+    ap.add_argument("--json", action="store_true", help="JSON lines, one per workload")
+    ap.add_argument("--serve", action="store_true", help="run on request (speed_compare.py)")
     args = ap.parse_args()
-    if args.json:
+    if args.serve:
+        serve(args.quick)
+    elif args.json:
         as_json(args.quick, args.runs)
     else:
         table(args.quick, args.runs)
