@@ -14,11 +14,11 @@ LAYERS = {
     "errors": 0, "device_config": 0, "program": 0, "yamlfile": 0, "gcpause": 0, "hostmem": 0,
     "dtypes": 1,
     "dtype_promotion": 1,
-    "chip": 2, "chipfile": 2, "chipspec": 2, "spec": 2,
+    "chip": 2, "chipfile": 2, "chipspec": 2, "spec": 2, "topology": 2,
     "allocation": 3, "memory": 3, "semantics": 4, "timing": 5, "trace": 5, "viz": 5, "core": 6,
     "nki": 7,
     "compat": 8, "aliases": 8, "coverage": 9, "timing.profile": 9, "report": 9, "trace_files": 9,
-    "kernels": 10,
+    "multirank": 9, "kernels": 10,
     "backend": 11, "cli": 12, "cli_checks": 12, "cli_profile": 12, "pytest_plugin": 12,
     "__init__": 12, "__main__": 12, "demo": 12, "torch_autoload": 12,
 }
