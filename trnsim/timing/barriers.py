@@ -14,16 +14,17 @@ class BarrierMixin:
     _tl: Any
 
     def _init_barriers(self) -> None:
-        self._barriers: dict[int, list[int]] = {}  # k -> every core's k-th barrier
+        self._barriers: dict[tuple[int, int], list[int]] = {}  # (domain, k) -> barriers
         self._group: dict[int, list[int]] = {}  # barrier instruction -> its group
         self._barrier_count: dict[int, int] = {}  # core -> barriers so far
         self._barrier_waiters: dict[int, list[int]] = {}
 
-    def _add_barrier(self, i: int, core: int) -> None:
-        """File barrier i as its core's k-th: the k-th barriers of all cores wait for each other."""
+    def _add_barrier(self, i: int, core: int, domain: int = 0) -> None:
+        """File barrier i as its core's k-th: the k-th barriers of all cores of one domain (the
+        cores of one rank, in a multi-rank program) wait for each other."""
         k = self._barrier_count.get(core, 0)
         self._barrier_count[core] = k + 1
-        group = self._barriers.setdefault(k, [])
+        group = self._barriers.setdefault((domain, k), [])
         group.append(i)
         self._group[i] = group
 

@@ -38,6 +38,9 @@ class DmaPlan:
     uniform: bool  # every chunk has the same descriptors and bytes
     hbm_read: int = 0
     hbm_write: int = 0
+    # a collective transfer's route latency (ns), paid between the trigger and the data
+    # moving (timing/world.py)
+    extra_latency_ns: float = 0.0
 
 
 def _rows(instr: Instruction) -> int:
@@ -54,12 +57,17 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     if dge == "hwdge" and chip.dma.hwdge_blocks_per_core < 1:
         dge = "none"
     issuer = str(attr(instr, "queue_engine") or attr(instr, "engine") or "sync")
-    if dge == "swdge" or instr.engine == "gpsimd":
+    extra = attr(instr, "cc_extra_latency_ns")
+    if extra is not None:  # a collective's transfer: driven by the collective cores (qCC)
+        issuer, dge = "cc", "none"
+    elif dge == "swdge" or instr.engine == "gpsimd":
         issuer = "gpsimd"
     elif issuer not in ("sync", "scalar", "gpsimd"):
         issuer = "sync"
-    name = {"sync": "Sync", "scalar": "Scalar", "gpsimd": "GpSimd"}[issuer]
+    name = {"sync": "Sync", "scalar": "Scalar", "gpsimd": "GpSimd", "cc": "CC"}[issuer]
     queue = f"q{name}" + {"swdge": "Dynamic", "hwdge": "DynamicHW"}.get(dge, "IO")
+    if issuer == "cc":
+        queue = "qCC"
     if attr(instr, "spill_reload"):  # the compiler's spill/reload DMAs (Beta-1 block tensors)
         queue = f"q{name}SpillReload"
     read_bytes = sum(o.nbytes for o in instr.reads)
@@ -80,6 +88,11 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     hbm_reads = [o.nbytes for o in instr.reads if o.region.space == "hbm"]
     hbm_writes = [o.nbytes for o in instr.writes if o.region.space == "hbm"]
     eff = 1.0
+    rate = attr(instr, "cc_rate_gbps")
+    if rate is not None:  # a collective transfer delivers no faster than its share of the link
+        # (a reducing transfer streams all its inputs for each byte it delivers)
+        eff = min(1.0, float(rate) * nbytes / (max(write_bytes, 1) * len(chunks)
+                                               * chip.dma.engine_bytes_per_ns))
     if transpose:
         src_hbm = any(o.region.space == "hbm" for o in instr.reads)
         eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
@@ -95,6 +108,7 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
         len(set(chunks)) == 1,
         sum(hbm_reads),
         sum(hbm_writes),
+        float(extra or 0.0),
     )
 
 

@@ -112,7 +112,8 @@ def asap_ticks(sched: Scheduler) -> list[int]:
             plan = tl.dma[i][0]
             d = isolated.get(id(plan))
             if d is None:
-                d = isolated[id(plan)] = isolated_ticks(plan, chip, sched.ticks_per_ns)
+                d = isolated[id(plan)] = isolated_ticks(plan, chip, sched.ticks_per_ns) + round(
+                    plan.extra_latency_ns * sched.ticks_per_ns)
             dur.append(t[0] + sched.trigger_latency + d)
         elif kind == TENSOR:
             dur.append(t[2] + t[1])

@@ -126,7 +126,7 @@ class Scheduler(BarrierMixin):
                 eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
                 kinds[i] = kind
                 if kind == BARRIER:
-                    self._add_barrier(i, core)
+                    self._add_barrier(i, core, ins.attrs.get("barrier_domain", 0))
                 key = (core, eng)
                 tl_costs[i] = cost
             tl_queue[i] = key
@@ -451,6 +451,8 @@ class Scheduler(BarrierMixin):
             qkey = (q.key[0], plan.queue)
             data_ready = max(data_ready, self._dma_queue_free.get(qkey, 0)) + self._queue_cost
             self._dma_queue_free[qkey] = data_ready
+        if plan.extra_latency_ns:  # a route's hops: in flight, not holding the queue
+            data_ready += round(plan.extra_latency_ns * self.ticks_per_ns)
         if ready > free:
             tl.wait[i], tl.blocker[i] = ready - free, blocker
         tl.start[i], tl.issue_end[i] = t, issue_end

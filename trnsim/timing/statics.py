@@ -82,14 +82,16 @@ class Statics:
             params = self.costs.record(ins.opcode)[1]
             plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
             timing = self.chip.timing
-            if plan.dge == "swdge":
+            if plan.issuer == "cc":  # the collective cores trigger it, no engine queue
+                cycles = 0
+            elif plan.dge == "swdge":
                 cycles = (
                     timing["gpsimd_start_cycles"]
                     + plan.descriptors * self.chip.dma.swdge_descriptor_cycles
                 )
             else:
                 cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
-            got = (plan, math.ceil(cycles) * self.period[plan.issuer])
+            got = (plan, math.ceil(cycles) * self.period.get(plan.issuer, 1))
             if sig is not None:
                 self._dma[sig] = got
         return got
@@ -121,7 +123,8 @@ def _dma_signature(ins: Instruction) -> tuple:
     wrong hit."""
     a = ins.attrs
     key = [ins.opcode, ins.engine, len(ins.reads)]
-    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"))
+    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"),
+            a.get("cc_extra_latency_ns"), a.get("cc_rate_gbps"))
     for o in ins.reads + ins.writes:
         shape = o.shape
         key += (
