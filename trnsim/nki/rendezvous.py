@@ -1,0 +1,166 @@
+"""Where the ranks of a collective meet: arrivals are matched (the k-th collective of each
+program on one rank list), checked against each other, the values computed for every rank
+(trnsim.semantics.collective), each program's instruction record issued, and the collective
+filed for the timing model (trnsim.timing.world). Knows nothing about time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from trnsim.errors import ConstraintError
+from trnsim.nki._isa_base import NkiInstruction
+from trnsim.nki.context import KernelContext
+from trnsim.nki.ranks import World
+from trnsim.program import SourceLocation
+from trnsim.timing.world import CollectiveRecord
+
+
+@dataclass
+class Call:
+    """One program's call of a collective, as it arrived."""
+
+    op: str  # the NKI function, e.g. "all_reduce"
+    rank: int
+    program: int
+    ctx: KernelContext
+    loc: SourceLocation | None
+    srcs: list[Any]  # tensors (per coalesced pair, or per channel)
+    dsts: list[Any]
+    extra: dict[str, list[Any]] = field(default_factory=dict)  # e.g. src1 / metadata tensors
+    attrs: dict[str, Any] = field(default_factory=dict)  # what all ranks must agree on
+    name: str = ""
+
+
+@dataclass
+class Spec:
+    """How a collective completes: its record opcode, its values, its timing record."""
+
+    opcode: str
+    compute: Callable[[list[Call], World], list[list[np.ndarray | None]]]  # per call, per dst
+    timing: Callable[[list[Call], int], tuple[str, int, tuple | None]]  # (op, nbytes, pairs)
+
+
+def arrive(call: Call, rank_list: tuple[int, ...], spec: Spec, world: World) -> NkiInstruction:
+    """File `call`; the last program of the rank list to arrive completes the collective.
+
+    Blocks the calling program (others run) until every rank of `rank_list` has made its
+    matching call; returns the caller's own instruction record."""
+    key = ("cc", rank_list)
+    counts = call.ctx.extra.setdefault("cc_counts", {})
+    k = counts.get(key, 0)
+    counts[key] = k + 1
+    entry = world.state.setdefault((key, k), {"calls": {}, "done": False, "records": {}})
+    entry["calls"][(call.rank, call.program)] = call
+    what = (f"nki.collectives.{call.op} (collective #{k} of rank list "
+            f"{list(rank_list)})")
+    if len(entry["calls"]) == len(rank_list) * world.lnc:
+        _complete(entry, rank_list, spec, world, k)
+    else:
+        p = call.rank * world.lnc + call.program
+        world.programs.wait_until(p, lambda: entry["done"], what, call.loc)
+    return entry["records"][(call.rank, call.program)]
+
+
+def _complete(entry: dict, rank_list: tuple[int, ...], spec: Spec, world: World,
+              k: int) -> None:
+    calls = [entry["calls"][(r, p)] for r in rank_list for p in range(world.lnc)]
+    _check_consistent(calls, rank_list, k)
+    firsts = [c for c in calls if c.program == 0]
+    if world.devices[0].values:
+        results = spec.compute(firsts, world)
+        for c in calls:
+            res = results[rank_list.index(c.rank)]
+            for dst, value in zip(c.dsts, res, strict=True):
+                if value is not None:
+                    dst.write(value)
+    members: dict[int, list[int]] = {}
+    for c in calls:
+        recs = _issue(c, spec.opcode)
+        entry["records"][(c.rank, c.program)] = NkiInstruction(recs[-1])
+        if c.program == 0:
+            members[c.rank] = [r.index for r in recs]
+    op, nbytes, pairs = spec.timing(firsts, world.lnc)
+    for i in range(len(firsts[0].srcs) or 1):
+        per_rank = {r: idx[i] for r, idx in members.items()}
+        part_pairs = pairs[i] if pairs is not None else None
+        part_bytes = nbytes[i] if isinstance(nbytes, tuple) else nbytes
+        world.calls.append(CollectiveRecord(op, rank_list, part_bytes, per_rank, len(world.log),
+                                            part_pairs, calls[0].op))
+    entry["done"] = True
+
+
+def _issue(c: Call, opcode: str) -> list[Any]:
+    """The call's instruction records on its own core, one per coalesced tensor pair."""
+    core = c.ctx.core
+    out = []
+    n = max(len(c.srcs), len(c.dsts), 1)
+    for i in range(n):
+        ops: dict[str, Any] = {}
+        if i < len(c.srcs):
+            ops["src"] = c.srcs[i]
+        if i < len(c.dsts):
+            ops["dst"] = c.dsts[i]
+        for name, ts in c.extra.items():
+            if i < len(ts):
+                ops[name] = ts[i]
+        try:
+            out.append(core.issue(opcode, "dma", ops, dict(c.attrs), loc=c.loc, name=c.name,
+                                  loops=tuple(c.ctx.loops)))
+        except ConstraintError as e:
+            raise e.with_loc(c.loc) from None
+    return out
+
+
+def _shape_text(t: Any) -> str:
+    return f"{list(t.shape)} {t.dtype.name}" if t is not None else "none"
+
+
+def _check_consistent(calls: list[Call], rank_list: tuple[int, ...], k: int) -> None:
+    """Every rank's call at this point is the same collective, with matching tensors."""
+    first = calls[0]
+
+    def where(c: Call) -> str:
+        return f" ({c.loc.short()})" if c.loc is not None else ""
+
+    for c in calls[1:]:
+        if c.op != first.op:
+            raise ConstraintError(
+                f"nki.collectives: rank {first.rank} calls {first.op}{where(first)} as "
+                f"collective #{k} of rank list {list(rank_list)}, but rank {c.rank} calls "
+                f"{c.op}{where(c)} there; every rank of a rank list must issue the same "
+                "collectives in the same order", c.loc)
+        for key, v in first.attrs.items():
+            if c.attrs.get(key) != v:
+                raise ConstraintError(
+                    f"nki.collectives.{c.op}: rank {c.rank} passes {key}={c.attrs.get(key)!r}"
+                    f"{where(c)}, rank {first.rank} {key}={v!r}{where(first)}; the ranks of a "
+                    "rank list must agree", c.loc)
+        for what, a_list, b_list in (("srcs", first.srcs, c.srcs), ("dsts", first.dsts, c.dsts),
+                                     *((n, first.extra[n], c.extra.get(n, [])) for n in
+                                       first.extra)):
+            if len(a_list) != len(b_list):
+                raise ConstraintError(
+                    f"nki.collectives.{c.op}: rank {c.rank} passes {len(b_list)} {what}, rank "
+                    f"{first.rank} {len(a_list)}; the ranks must pass the same tensors' shapes",
+                    c.loc)
+            for i, (a, b) in enumerate(zip(a_list, b_list, strict=True)):
+                if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+                    raise ConstraintError(
+                        f"nki.collectives.{c.op} (collective #{k} of rank list "
+                        f"{list(rank_list)}): rank {c.rank}'s {what}[{i}] is {_shape_text(b)}"
+                        f"{where(c)}, rank {first.rank}'s is {_shape_text(a)}{where(first)}; "
+                        "every rank must pass the same shapes and dtypes", c.loc)
+        if c.rank == first.rank and c.program != first.program:
+            for a, b in zip(first.srcs + first.dsts, c.srcs + c.dsts, strict=True):
+                if a.buffer is not b.buffer or a.layout != b.layout:
+                    raise ConstraintError(
+                        f"nki.collectives.{c.op}: at LNC=2 both cores of rank {c.rank} issue "
+                        f"the collective together, so their calls must name the same tensors; "
+                        f"core 1 passes '{b.name}'{where(c)} where core 0 passes "
+                        f"'{a.name}'{where(first)} (use nl.shared_hbm tensors both cores "
+                        "address)", c.loc)
