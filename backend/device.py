@@ -68,12 +68,13 @@ def register() -> Runtime:
     _LIBS.append(fallback)
     fallback.fallback(dispatch.catch_all, "PrivateUse1")
     fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    from trnsim.backend import autocast, printing, serialization, user_kernels
+    from trnsim.backend import autocast, distributed, printing, serialization, user_kernels
 
     autocast.install(impl, rt)
     printing.install(rt)
     serialization.install(rt)
     user_kernels.install(rt)
+    distributed.install(rt)
     from trnsim.aliases import install_torch_aliases
 
     install_torch_aliases()
@@ -91,7 +92,10 @@ def _check_device(rt: Runtime, device: Any) -> None:
         return
     d = torch.device(device)
     if d.type == rt.name and d.index not in (None, 0):
-        raise RuntimeError(device_index_error(rt, d.index))
+        from trnsim.backend.distributed.devices import accept
+
+        if not accept(rt, d.index):
+            raise RuntimeError(device_index_error(rt, d.index))
 
 
 def _register_tensor_kernels(lib: Any, rt: Runtime) -> None:

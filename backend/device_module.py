@@ -26,14 +26,17 @@ def _check_index(device: Any) -> None:
         if d.type != rt.name:
             raise ValueError(f"expected a {rt.name} device, got {d}")
         index = d.index
-    if index not in (None, 0):
+    from trnsim.backend.distributed.devices import accept
+
+    if not accept(rt, index):
         raise ValueError(device_index_error(rt, index))
 
 
 def device_index_error(rt: Runtime, index: int) -> str:
     return (f"{rt.name}:{index}: this process simulates one NeuronCore, {rt.name}:0 "
             f"(device_count() is 1); run one process per NeuronCore (torchrun "
-            f"--nproc-per-node N) and use {rt.name}:0 in each")
+            f"--nproc-per-node N) and use {rt.name}:0 in each (in a distributed run "
+            f"{rt.name}:<local rank> also names it)")
 
 
 class Stream:

@@ -65,6 +65,7 @@ class Runtime:
         self.peak_live_bytes = 0
         self.graph_node: Any = None  # the compiled-graph node running (backend.compile)
         self.compiled: Any = None  # torch.compile(backend="trn") state (backend.compile)
+        self.distributed: Any = None  # backend.distributed.state.DistState, once distributed
 
     # ------------------------------------------------------------ memory
     @property
