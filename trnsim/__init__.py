@@ -39,6 +39,14 @@ def profile(kernel: Any, *args: Any, chip: Any = "trn2", **kwargs: Any) -> Any:
     return _profile(kernel, *args, chip=chip, **kwargs)
 
 
+def profile_ranks(kernel: Any, per_rank_args: Any, **options: Any) -> Any:
+    """Run an NKI kernel on every rank of a topology (nki.collectives between them) and time
+    it: a RanksProfile with the merged timeline and step metrics (trnsim.multirank)."""
+    from trnsim.multirank import profile_ranks as _profile_ranks
+
+    return _profile_ranks(kernel, per_rank_args, **options)
+
+
 def profile_torch(dma_rows: str = "queue") -> Any:
     """`with trnsim.profile_torch() as p:` around PyTorch code on the trn device: one
     timeline of every kernel it launched (trnsim.backend.profiler.TorchProfile)."""
@@ -49,4 +57,4 @@ def profile_torch(dma_rows: str = "queue") -> Any:
 
 __all__ = ["AllocationError", "ConstraintError", "KernelError", "OutOfBoundsError", "SpecError",
            "TrnsimError", "UnsupportedError", "__version__", "chips", "install_nki_aliases",
-           "load_chip", "profile", "profile_torch"]
+           "load_chip", "profile", "profile_ranks", "profile_torch"]

@@ -171,9 +171,11 @@ class RanksProfile(Profile):
         for r in range(self.ranks):
             tracks.append((f"CC-core(rank{r})", f"rank{r}"))
             tracks += [rename[n] for n, _ in base.tracks if rename[n][1] == f"rank{r}"]
+        # the collective cores trigger transfers at no cost: no row for those triggers
+        tracks = [t for t in tracks if not t[0].startswith("cc(")]
         slices = [Slice(s.id, rename.get(s.track, (s.track,))[0], s.name, s.start_ns,
                         s.end_ns, s.category, s.args, s.source, s.flows_from)
-                  for s in base.slices]
+                  for s in base.slices if not s.track.startswith("cc(")]
         nid = max((s.id for s in slices), default=0) + 1
         for k, sp in enumerate(self.spans):
             slices.append(Slice(nid + k, f"CC-core(rank{sp.rank})", sp.api, sp.start_ns,

@@ -33,6 +33,13 @@ class LlamaConfig:
     rope_theta: float = 10000.0
     max_seq_len: int = 64
 
+    @staticmethod
+    def torchtitan_debug() -> LlamaConfig:
+        """The sizes of TorchTitan's llama3 "debugmodel" flavor (dim 256, 6 layers, 16 heads,
+        a 2,000-token vocabulary)."""
+        return LlamaConfig(dim=256, n_layers=6, n_heads=16, n_kv_heads=16, vocab_size=2000,
+                           multiple_of=256, rope_theta=500000.0, max_seq_len=2048)
+
     @property
     def head_dim(self) -> int:
         return self.dim // self.n_heads

@@ -172,7 +172,7 @@ class TrnProcessGroup(dist.ProcessGroup):
             back()
 
         def virtual() -> None:
-            self._host(out).view(self._size, -1).copy_(self._host(inp).reshape(1, -1))
+            self._host(out).view(self._size, -1).copy_(self._host(inp).reshape(1, -1).clone())
 
         return self._run("all_gather_into_tensor", [inp], _key([inp, out]), data,
                          lambda _: ("all_gather", _nbytes([inp]), None, 0), virtual,

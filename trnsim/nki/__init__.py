@@ -4,6 +4,7 @@ after trnsim.install_nki_aliases() or under `trnsim run`."""
 from trnsim.dtypes import DType as dtype
 from trnsim.nki import collectives, isa, language, typing
 from trnsim.nki.jit import Kernel, cpu_simulate, jit, simulate
+from trnsim.nki.ranks import run_ranks
 from trnsim.nki.tensor import NkiTensor
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
            "isa",
            "jit",
            "language",
+           "run_ranks",
            "simulate",
            "typing",
 ]
