@@ -55,13 +55,7 @@ def _create(opts: Any, backend_options: Any) -> Any:
         raise DistributedError(f"init_process_group: rank {rank} is not a rank of a world of "
                                f"{size} (ranks 0..{size - 1})")
     if default:
-        cap = st.topology.max_ranks(st.lnc)
-        if size > cap:
-            raise DistributedError(
-                f"init_process_group: world_size {size} does not fit {st.topology.name}: "
-                f"{st.topology.chips} {rt.chip.name} chips x "
-                f"{st.topology.ranks_per_chip(st.lnc)} logical NeuronCores at LNC={st.lnc} = "
-                f"{cap} ranks (TRNSIM_TOPOLOGY, TRNSIM_LNC)")
+        st.check_world_size(size, rt.chip.name)
         st.world_size, st.rank = size, rank
     default_s = opts.timeout.total_seconds()
     wait = functools.partial(timeout_s, default_s)

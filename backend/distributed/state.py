@@ -55,6 +55,16 @@ class DistState:
     virtual: bool = False  # one process stands for every rank (timing only)
     events: list[CollectiveEvent] = field(default_factory=list)
 
+    def check_world_size(self, size: int, chip_name: str) -> None:
+        """A world must fit the topology: chips x logical cores per chip at this LNC."""
+        cap = self.topology.max_ranks(self.lnc)
+        if size > cap:
+            raise DistributedError(
+                f"init_process_group: world_size {size} does not fit {self.topology.name}: "
+                f"{self.topology.chips} {chip_name} chips x "
+                f"{self.topology.ranks_per_chip(self.lnc)} logical NeuronCores at "
+                f"LNC={self.lnc} = {cap} ranks (TRNSIM_TOPOLOGY, TRNSIM_LNC)")
+
     def time_collective(self, op: str, nbytes: int, group: tuple[int, ...],
                         pairs: tuple | None = None, root: int = 0) -> tuple[float, str]:
         """(ns, algorithm) of one collective on the topology."""

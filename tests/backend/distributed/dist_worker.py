@@ -208,6 +208,29 @@ def errors(rank, ws, out):
         out["deadlock"] = str(e)
 
 
+def virtual(out):
+    """One process as every rank of a TEST_VIRTUAL_WORLD-rank world (timing only): a
+    collective's time is the whole world's; an FSDP2 step of the llama debug model runs."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from trnsim.backend.distributed import init_virtual_world, profile_step
+    from trnsim.backend.distributed.llama import Llama, LlamaConfig, apply_fsdp, batch, loss_fn
+
+    n = int(os.environ.get("TEST_VIRTUAL_WORLD", "576"))
+    init_virtual_world(n)
+    t = torch.ones(1024, device=DEV)
+    dist.all_reduce(t)
+    out["virtual/all_reduce"] = t.cpu()
+    cfg = LlamaConfig()
+    model = apply_fsdp(Llama(cfg).to(DEV), init_device_mesh(DEV, (n,)))
+    tok, tgt = batch(cfg, 0, 2, 16)
+    with profile_step() as p:
+        loss_fn(model(tok.to(DEV)), tgt.to(DEV)).backward()
+    out["virtual/events"] = [(e.api, e.nbytes, e.algorithm, e.start_ns, e.end_ns, len(e.group))
+                             for e in trnsim.backend.runtime.distributed.events]
+    out["virtual/step_ns"] = p.step_ns
+    out["virtual/summary"] = p.summary().as_dict()
+
+
 def run(scenario: str, rank: int, ws: int, port: str, outdir: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank),
                       WORLD_SIZE=str(ws))
@@ -217,8 +240,12 @@ def run(scenario: str, rank: int, ws: int, port: str, outdir: str) -> None:
     out: dict = {}
     try:
         claimed = int(os.environ.get("TEST_WORLD_SIZE_AS", ws)) if rank == 1 else ws
-        dist.init_process_group(DEV, rank=rank, world_size=claimed,
-                                timeout=timedelta(seconds=60))
+        if scenario == "virtual":
+            virtual(out)
+            claimed = 0
+        else:
+            dist.init_process_group(DEV, rank=rank, world_size=claimed,
+                                    timeout=timedelta(seconds=60))
         if os.environ.get("TEST_SET_DEVICE"):  # address the rank's core by its local rank
             getattr(torch, DEV).set_device(rank)
             out["alias"] = str(torch.ones(2, device=f"{DEV}:{rank}").device)
@@ -226,7 +253,9 @@ def run(scenario: str, rank: int, ws: int, port: str, outdir: str) -> None:
                 torch.ones(2, device=f"{DEV}:{rank + 1}")
             except (RuntimeError, ValueError) as e:
                 out["other_index"] = str(e)
-        if scenario == "collectives":
+        if scenario == "virtual":
+            pass
+        elif scenario == "collectives":
             collectives(rank, ws, out)
         elif scenario == "main":
             gloo = dist.new_group(backend="gloo")

@@ -205,6 +205,39 @@ def test_a_world_size_mismatch_is_an_error_on_every_rank(tmp_path):
         assert "every rank needs the same WORLD_SIZE" in res["error"]
 
 
+def test_a_world_larger_than_the_topology_is_refused():
+    from trnsim.backend.distributed.state import DistributedError, DistState
+
+    from trnsim.topology import load_topology
+
+    st = DistState(load_topology("trn2-instance"), 2)
+    st.check_world_size(64, "trn2")
+    with pytest.raises(DistributedError, match=r"world_size 65 does not fit trn2-instance: 16 "
+                       r"trn2 chips x 4 logical NeuronCores at LNC=2 = 64 ranks"):
+        st.check_world_size(65, "trn2")
+
+
+def test_a_virtual_world_times_256_ranks_in_one_process(tmp_path):
+    import trnsim.backend
+
+    from trnsim.timing.collectives import plan_collective
+    from trnsim.topology import default_topology, load_topology
+
+    (res,) = launch("virtual", 1, tmp_path, {"TRNSIM_MODE": "reference",
+                                             "TEST_VIRTUAL_WORLD": "256"}, timeout_s=180)
+    _ok([res])
+    api, nbytes, _, start, end, n = res["virtual/events"][0]
+    assert (api, nbytes, n) == ("all_reduce", 4096, 256)
+    chip = trnsim.backend.runtime.chip
+    plan = plan_collective("all_reduce", 4096, tuple(range(256)),
+                           load_topology(default_topology(chip)), chip.lnc_default)
+    assert end - start == pytest.approx(plan.total_ns)
+    torch.testing.assert_close(res["virtual/all_reduce"], torch.ones(1024))  # timing only
+    apis = {e[0] for e in res["virtual/events"]}
+    assert {"all_gather_into_tensor", "reduce_scatter_tensor"} <= apis
+    assert res["virtual/summary"]["ranks"][0]["collective_ns"] > 0 < res["virtual/step_ns"]
+
+
 @pytest.mark.slow
 def test_collectives_on_8_ranks_match_numpy(tmp_path):
     results = launch("collectives", 8, tmp_path, {"TRNSIM_MODE": "reference"}, timeout_s=400)
