@@ -23,13 +23,16 @@ from trnsim.core import Device
 from trnsim.errors import ConstraintError, KernelError
 from trnsim.gcpause import gc_paused
 from trnsim.nki.context import KernelContext, maybe_current
+from trnsim.nki.host_io import HostArgument, guard_writes, write_back
 from trnsim.nki.lnc import Programs
 from trnsim.nki.runner import (
     _arg_to_device,
     _first_torch,
+    _parameter_names,
     _result_to_host,
     _run_program,
-    _update_inputs,
+    _warn_hidden_hazards,
+    _warn_races,
     resolve_chip,
 )
 from trnsim.nki.tensor import check_ga_outputs
@@ -194,15 +197,24 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
                               f"at LNC={lnc} = {cap} ranks")
     programs = WorldPrograms(n, lnc)
     world = World(spec, topo, n, lnc, [], programs)
-    bodies, per_rank_dev = [], []
+    bodies, hosts = [], []
     for r in range(n):
         dev = Device(spec, values=values, seed=seed + r)
         dev.program = _LoggedProgram(world.log, r)
         world.devices.append(dev)
-        dargs = [_arg_to_device(dev, a, f"arg{i}") for i, a in enumerate(per_rank[r])]
-        dkw = {key: _arg_to_device(dev, v, key) for key, v in (kwargs or {}).items()}
+        host: list[HostArgument] = []
+        labels = _parameter_names(k.fn, len(per_rank[r]))
+        try:
+            dargs = [_arg_to_device(dev, a, f"arg{i}", f"{labels[i]} of rank {r}", host)
+                     for i, a in enumerate(per_rank[r])]
+            dkw = {key: _arg_to_device(dev, v, key, f"{key} of rank {r}", host)
+                   for key, v in (kwargs or {}).items()}
+        except KernelError as e:  # an argument refused: at the line that launched the kernel
+            raise e.with_loc(capture_location()) from None
+        if values and guard_writes(host):
+            dev.guarded = True
         check_annotations(k.fn, dargs, dkw)
-        per_rank_dev.append((dargs, dkw))
+        hosts.append(host)
         shared: dict[Any, Any] = {}
         rank_progs = RankPrograms(programs, r, lnc)
         for c in range(lnc):
@@ -216,9 +228,14 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
         results = programs.run(bodies)
     outputs = []
     for r in range(n):
+        prog = world.devices[r].program
+        if lnc > 1:
+            _warn_races(prog)
+        _warn_hidden_hazards(prog)
         result = results[r * lnc + lnc - 1]
         check_ga_outputs(result, k.fn)
         like = _first_torch(per_rank[r], kwargs or {})
         outputs.append(_result_to_host(result, like) if values else None)
-        _update_inputs(list(per_rank[r]), per_rank_dev[r][0], values)
+        if values:
+            write_back(hosts[r])
     return RanksRun(outputs, world, getattr(k.fn, "__name__", str(k.fn)))

@@ -97,7 +97,7 @@ def cast_to(a: np.ndarray, dtype: dt.DType) -> np.ndarray:
 # One record per rank's part of a collective: its reads and writes order it against the
 # rank's own instructions; the timing model expands the collective's transfers from it.
 
-_OPCODES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all",
+OPCODES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all",
             "all_to_all_v", "all_to_all_v_prepare", "all_gather_v_prepare",
             "collective_permute", "collective_permute_implicit",
             "collective_permute_implicit_reduce")
@@ -107,5 +107,9 @@ def _no_data_effect(core: Any, *, engine: str, **_: Any) -> None:
     """Values are written by the collective's rendezvous (trnsim.nki.collectives)."""
 
 
-for _op in _OPCODES:
+# Records every program of a rank list issues together, after meeting the others: they order
+# the cores of a rank as a core_barrier does (the split forms' prepares do not meet).
+SYNCHRONIZING = frozenset(op for op in OPCODES if not op.endswith("_prepare"))
+
+for _op in OPCODES:
     semantics(_op)(_no_data_effect)

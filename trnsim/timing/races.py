@@ -3,7 +3,8 @@ dependency the tracker could see).
 
 The cores of an LNC launch (and the programs of a grid placed on different cores) run their
 instruction streams independently; only `core_barrier` orders them (every core's k-th barrier
-completes when the last core reaches it). trnsim runs the programs one after another, so a
+completes when the last core reaches it), and an nki.collectives call, which both cores of a
+rank issue together. trnsim runs the programs one after another, so a
 kernel where one core writes HBM bytes that another core reads or writes in the same barrier
 interval gets one particular answer here, while on hardware the answer depends on timing.
 This pass finds such pairs in the program record so they can be reported instead of silently
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim.program import Instruction, Operand
+from trnsim.semantics.collective import SYNCHRONIZING
 from trnsim.timing.deps import DependencyTracker, row_pattern
 
 
@@ -66,7 +68,7 @@ def find_races(program: list[Instruction]) -> list[Race]:
     intervals: dict[int, list[_Access]] = {}
     barriers: dict[int, int] = {}
     for ins in program:
-        if ins.opcode == "core_barrier":
+        if ins.opcode == "core_barrier" or ins.opcode in SYNCHRONIZING:
             barriers[ins.core] = barriers.get(ins.core, 0) + 1
             continue
         epoch = barriers.get(ins.core, 0)
