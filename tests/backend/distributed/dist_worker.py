@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 import traceback
 from datetime import timedelta
 
@@ -259,12 +260,16 @@ def run(scenario: str, rank: int, ws: int, port: str, outdir: str) -> None:
             collectives(rank, ws, out)
         elif scenario == "main":
             gloo = dist.new_group(backend="gloo")
-            collectives(rank, ws, out)
-            ddp(rank, ws, out, gloo)
-            fsdp(rank, ws, out, gloo, outdir=outdir)
-            tp(rank, ws, out, gloo)
+            sections = [("collectives", lambda: collectives(rank, ws, out)),
+                        ("ddp", lambda: ddp(rank, ws, out, gloo)),
+                        ("fsdp", lambda: fsdp(rank, ws, out, gloo, outdir=outdir)),
+                        ("tp", lambda: tp(rank, ws, out, gloo))]
             if os.environ.get("TEST_THEN_ERRORS"):
-                errors(rank, ws, out)
+                sections.append(("errors", lambda: errors(rank, ws, out)))
+            for name, fn in sections:  # wall time per section, for whoever tunes the tests
+                t0 = time.perf_counter()
+                fn()
+                out[f"wall/{name}"] = time.perf_counter() - t0
         elif scenario == "errors":
             errors(rank, ws, out)
         out["ok"] = True

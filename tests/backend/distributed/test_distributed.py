@@ -3,6 +3,8 @@ DDP, FSDP2 (the llama debug model, 3 steps) and tensor parallelism equal to the 
 the CPU over gloo; collective time from the topology on every rank's clock; the merged step
 timeline; errors for a world-size mismatch, mismatched shapes and a rank that skips a
 collective. Each launch forks its ranks from one forkserver (harness.py) and is time-limited.
+The default tier launches 2 ranks in reference mode; kernel mode, 4 and 8 ranks and torchrun
+are the slow tier (`-m slow`).
 
 Tolerances: reference mode runs PyTorch's CPU kernels on the device's bytes, so DDP and TP
 losses match the CPU run exactly; FSDP2 reduces gradients differently per backend (gloo: pre-
@@ -28,19 +30,23 @@ from harness import launch  # noqa: E402
 TOL = {"kernel": (1e-4, 2e-4), "reference": (0.0, 1e-4)}
 
 
-@pytest.fixture(scope="module")
-def main2(tmp_path_factory):
-    """2 ranks, kernel mode: collectives, DDP, FSDP2 llama (profiled), TP."""
-    return launch("main", 2, tmp_path_factory.mktemp("main2"), {"TRNSIM_MODE": "kernel"}), \
-        "kernel"
+LAUNCHES = [
+    # 2 ranks, reference mode, each rank on trn:<rank> (set_device), then the error cases
+    pytest.param((2, "reference"), id="2-reference"),
+    # kernel mode (NKI kernels for every op) and 4 ranks cost a minute each: the slow tier
+    pytest.param((2, "kernel"), id="2-kernel", marks=pytest.mark.slow),
+    pytest.param((4, "reference"), id="4-reference", marks=pytest.mark.slow),
+]
 
 
-@pytest.fixture(scope="module")
-def main4(tmp_path_factory):
-    """4 ranks, reference mode, each rank on trn:<rank> (set_device), then the error cases."""
-    out = tmp_path_factory.mktemp("main4")
-    env = {"TRNSIM_MODE": "reference", "TEST_SET_DEVICE": "1", "TEST_THEN_ERRORS": "1"}
-    return launch("main", 4, out, env), "reference", out
+@pytest.fixture(scope="module", params=LAUNCHES)
+def world(request, tmp_path_factory):
+    """One launch of the "main" scenario: collectives, DDP, FSDP2 llama (profiled), TP, then
+    the error cases; returns (results per rank, mode, output folder)."""
+    ranks, mode = request.param
+    out = tmp_path_factory.mktemp(f"main{ranks}{mode}")
+    env = {"TRNSIM_MODE": mode, "TEST_SET_DEVICE": "1", "TEST_THEN_ERRORS": "1"}
+    return launch("main", ranks, out, env), mode, out
 
 
 def _ok(results):
@@ -81,19 +87,14 @@ def _check_collectives(results):
                                        rtol=1e-6, atol=1e-6, err_msg=f"rank {r}: {name}")
 
 
-def test_collectives_on_2_ranks_match_numpy(main2):
-    results, _ = main2
+def test_collectives_match_numpy(world):
+    results, _, _ = world
     _ok(results)
     _check_collectives(results)
 
 
-def test_collectives_on_4_ranks_match_numpy(main4):
-    results, _, _ = main4
-    _check_collectives(results)
-
-
-def test_each_rank_addresses_its_core_by_local_rank(main4):
-    results, _, _ = main4
+def test_each_rank_addresses_its_core_by_local_rank(world):
+    results, _, _ = world
     dev = _dev()
     for r, res in enumerate(results):
         assert res["alias"] == f"{dev}:0"  # set_device(r) and "trn:r" name rank r's core
@@ -106,13 +107,13 @@ def _dev():
     return trnsim.backend.runtime.name
 
 
-def test_collective_time_comes_from_the_topology_and_every_clock_agrees(main2):
+def test_collective_time_comes_from_the_topology_and_every_clock_agrees(world):
     import trnsim.backend
 
     from trnsim.timing.collectives import plan_collective
     from trnsim.topology import default_topology, load_topology
 
-    results, _ = main2
+    results, _, _ = world
     clocks = {float(r["cc/clock"]) for r in results}
     assert len(clocks) == 1, "after a barrier every rank's clock is the same"
     chip = trnsim.backend.runtime.chip
@@ -141,59 +142,55 @@ def _compare(results, section, mode):
 
 
 @pytest.mark.parametrize("section", ["ddp", "fsdp", "tp"])
-def test_steps_on_2_ranks_equal_cpu_gloo(main2, section):
-    results, mode = main2
+def test_steps_equal_cpu_gloo(world, section):
+    results, mode, _ = world
     _compare(results, section, mode)
 
 
-@pytest.mark.parametrize("section", ["ddp", "fsdp", "tp"])
-def test_steps_on_4_ranks_equal_cpu_gloo(main4, section):
-    results, mode, _ = main4
-    _compare(results, section, mode)
+def test_llama_debug_model_trains_3_fsdp2_steps(world):
+    results, _, _ = world
+    losses = results[0]["fsdp/trn/losses"]
+    assert len(losses) == 3 and losses[2] < losses[0] - 1.0, losses
+    for res in results[1:]:
+        assert res["fsdp/trn/losses"].shape == losses.shape
 
 
-def test_llama_debug_model_trains_3_fsdp2_steps(main2, main4):
-    for results, *_ in (main2, main4):
-        losses = results[0]["fsdp/trn/losses"]
-        assert len(losses) == 3 and losses[2] < losses[0] - 1.0, losses
-        for res in results[1:]:
-            assert res["fsdp/trn/losses"].shape == losses.shape
-
-
-def test_step_summary_and_merged_timeline(main2, tmp_path_factory):
+def test_step_summary_and_merged_timeline(world):
     from trnsim.trace import trace_from_perfetto
 
-    results, _ = main2
+    results, mode, out = world
     s = json.loads(results[0]["fsdp/summary"])
     assert s == json.loads(results[1]["fsdp/summary"]), "every rank gets the same summary"
     assert s["bound"] in ("compute", "communication", "waiting")
-    for r in s["ranks"]:
-        assert 0 < r["collective_ns"] <= r["step_ns"] and r["compute_ns"] > 0
+    for r in s["ranks"]:  # reference mode runs PyTorch's CPU kernels: no device compute time
+        assert 0 < r["collective_ns"] <= r["step_ns"]
+        assert (r["compute_ns"] > 0) if mode == "kernel" else (r["compute_ns"] == 0)
         assert r["exposed_ns"] == pytest.approx(r["collective_ns"])  # eager: nothing overlaps
     assert set(s["exposed_by_collective_ns"]) >= {"all_gather_into_tensor",
                                                   "reduce_scatter_tensor"}
-    paths = list(Path(tmp_path_factory.getbasetemp()).glob("main2*/fsdp_step.pftrace"))
-    assert paths, "rank 0 wrote the merged timeline"
-    trace = trace_from_perfetto(str(paths[0]))
+    path = out / "fsdp_step.pftrace"
+    assert path.exists(), "rank 0 wrote the merged timeline"
+    trace = trace_from_perfetto(str(path))
     names = {n for n, _ in trace.tracks}
-    for r in (0, 1):
+    for r in range(len(results)):
         assert f"rank{r} Kernels" in names and f"rank{r} Collectives" in names
     colls = [s for s in trace.slices if s.track.endswith("Collectives")]
     assert {s.name for s in colls} >= {"all_gather_into_tensor", "reduce_scatter_tensor"}
 
 
-def test_mismatched_shapes_and_a_skipped_collective_are_errors_naming_them(main4):
-    results, _, _ = main4
+def test_mismatched_shapes_and_a_skipped_collective_are_errors_naming_them(world):
+    results, _, _ = world
+    last = len(results) - 1
     for r, res in enumerate(results):
         assert "rank 0 called torch.distributed.all_reduce([3] float32)" in res["mismatch"], res
         assert "rank 1 called torch.distributed.all_reduce([5] float32)" in res["mismatch"]
         assert "dist_worker.py" in res["mismatch"]
-        if r == 3:
+        if r == last:
             assert res["skipped"] == "yes"
         else:
             msg = res["deadlock"]
             assert "torch.distributed.all_reduce([4] float32)" in msg and "timed out" in msg
-            assert "rank 3 never reached it (its last collective was " \
+            assert f"rank {last} never reached it (its last collective was " \
                    "torch.distributed.barrier" in msg, msg
 
 
@@ -217,19 +214,22 @@ def test_a_world_larger_than_the_topology_is_refused():
         st.check_world_size(65, "trn2")
 
 
-def test_a_virtual_world_times_256_ranks_in_one_process(tmp_path):
+@pytest.mark.parametrize("n", [64, pytest.param(256, marks=pytest.mark.slow)])
+def test_a_virtual_world_times_n_ranks_in_one_process(tmp_path, n):
+    """FSDP2 shards every parameter n ways at init (n empty shards each): 64 ranks keep the
+    default tier fast."""
     import trnsim.backend
 
     from trnsim.timing.collectives import plan_collective
     from trnsim.topology import default_topology, load_topology
 
     (res,) = launch("virtual", 1, tmp_path, {"TRNSIM_MODE": "reference",
-                                             "TEST_VIRTUAL_WORLD": "256"}, timeout_s=180)
+                                             "TEST_VIRTUAL_WORLD": str(n)}, timeout_s=180)
     _ok([res])
-    api, nbytes, _, start, end, n = res["virtual/events"][0]
-    assert (api, nbytes, n) == ("all_reduce", 4096, 256)
+    api, nbytes, _, start, end, ranks = res["virtual/events"][0]
+    assert (api, nbytes, ranks) == ("all_reduce", 4096, n)
     chip = trnsim.backend.runtime.chip
-    plan = plan_collective("all_reduce", 4096, tuple(range(256)),
+    plan = plan_collective("all_reduce", 4096, tuple(range(n)),
                            load_topology(default_topology(chip)), chip.lnc_default)
     assert end - start == pytest.approx(plan.total_ns)
     torch.testing.assert_close(res["virtual/all_reduce"], torch.ones(1024))  # timing only
