@@ -99,11 +99,12 @@ def to_nki(rt: Runtime, a: Any, name: str) -> Any:
 
 
 def launch(kernel: Any, *args: Any, aten_op: str = "", names: tuple[str, ...] = (),
-           **attrs: Any) -> LaunchRecord:
+           lnc: int = 1, **attrs: Any) -> LaunchRecord:
     """Run `kernel(*args, **attrs)` on the device: tensors by reference into HBM.
 
     `aten_op` labels the launch ("aten::mm"); `names` name the tensor arguments in messages and
-    on the timeline (default arg0, arg1, ...)."""
+    on the timeline (default arg0, arg1, ...); `lnc` launches `kernel[lnc]` on that many
+    physical cores (only for kernels that share their work over nl.program_id)."""
     from trnsim.nki.runner import run_kernel
 
     rt = runtime()
@@ -114,7 +115,7 @@ def launch(kernel: Any, *args: Any, aten_op: str = "", names: tuple[str, ...] = 
     nattrs = {k: to_nki(rt, v, k) for k, v in attrs.items()}
     try:
         run = run_kernel(fn, nargs, nattrs, chip=rt.chip, hbm=rt.hbm, host_outputs=False,
-                         onchip_pool=rt.onchip_pool)
+                         onchip_pool=rt.onchip_pool, lnc=lnc)
     except TrnsimError as e:
         rt.kernel_errors += 1
         raise op_error(rt, aten_op or kname, kname, describe(args, attrs), e) from None

@@ -67,6 +67,13 @@ class Runtime:
         self.compiled: Any = None  # torch.compile(backend="trn") state (backend.compile)
         self.distributed: Any = None  # backend.distributed.state.DistState, once distributed
 
+    @property
+    def lnc(self) -> int:
+        """Physical cores per launch of the kernels that can share their work (gemm): a rank of
+        a torch.distributed world owns a logical NeuronCore at its LNC (TRNSIM_LNC, default
+        the chip's); a process outside one keeps one physical core."""
+        return self.distributed.lnc if self.distributed is not None else 1
+
     # ------------------------------------------------------------ memory
     @property
     def allocator(self) -> Any:

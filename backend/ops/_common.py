@@ -61,9 +61,9 @@ def scalar(v: Any) -> Any:
 
 
 def launch(kernel: Any, *args: Any, aten_op: str, names: tuple[str, ...] = (),
-           **attrs: Any) -> None:
+           lnc: int = 1, **attrs: Any) -> None:
     """Run a library kernel on device tensors (see trnsim.backend.launch.launch)."""
-    _launch(kernel, *args, aten_op=aten_op, names=names, **attrs)
+    _launch(kernel, *args, aten_op=aten_op, names=names, lnc=lnc, **attrs)
 
 
 def rows_2d(x: torch.Tensor, d: int) -> torch.Tensor:
