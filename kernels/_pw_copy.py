@@ -24,6 +24,7 @@ from trnsim.nki import language as nl
 from . import _int64 as I64
 from . import _tiles as T
 from ._common import fail
+from ._cores import share
 from ._pw_math import trunc_to_int
 from ._pw_tile import ConstPool, TileOps, Turns
 
@@ -142,14 +143,15 @@ def _convert(k: TileOps, job: CopyJob, x: Any, shape: tuple) -> Any:
 
 
 def run_copy(jobs: list[CopyJob]) -> None:
-    """Every tile of every copy: direct HBM -> HBM DMAs, or through SBUF, prefetched."""
+    """Every tile of every copy: direct HBM -> HBM DMAs, or through SBUF, prefetched (this
+    core's share of the tiles on kernel[2])."""
     for job in jobs:
         if job.direct:
-            for tile in job.tiles:
+            for tile in share(job.tiles):
                 nisa.dma_copy(dst=tile.hbm(job.operands[0], 0), src=tile.hbm(job.operands[1], 1))
-    work = [
+    work = share([
         T.Work(job, t, job.operands, job.loads) for job in jobs if not job.direct for t in job.tiles
-    ]
+    ])
     pool, turns = ConstPool(), Turns()
     for w, (x,) in T.prefetched_work(work, "copy_in"):
         job = w.tag

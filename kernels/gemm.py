@@ -16,8 +16,8 @@ import numpy as np
 from trnsim.nki import isa as nisa
 from trnsim.nki import language as nl
 
+from ._cores import gemm_share
 from ._gemm_batched import batched_fits, gemm_batched
-from ._gemm_cores import my_share
 from ._gemm_epilogue import Epilogue, epilogue_kind
 from ._gemm_plan import DTYPES as DTYPES  # the dtypes gemm takes (re-exported)
 from ._gemm_plan import plan
@@ -71,7 +71,7 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
         (per-partition bias, both engines); + row or full c (scalar_tensor_tensor on VectorE,
         with c pre-scaled by beta on ScalarE).
         On a multi-core launch (gemm[2], LNC=2) each core computes a disjoint share: whole
-        batch entries, else 512-column (or 128-row) tile ranges of out (kernels/_gemm_cores.py).
+        batch entries, else 512-column (or 128-row) tile ranges of out (kernels/_cores.py).
 
     Pseudocode:
         for each batch entry, each resident block b[:, n0:n0+BN]:
@@ -81,7 +81,7 @@ def gemm(out, a, b, *, c=None, alpha: float = 1.0, beta: float = 1.0) -> None:
               out[rows, cols] = cast(alpha * psum + beta * c[rows, cols])
     """
     problems, k, dtype = plan(out, a, b, c, alpha, beta)
-    problems = my_share(problems)  # gemm[2] (LNC=2): this core's part of the products
+    problems = gemm_share(problems)  # gemm[2] (LNC=2): this core's part of the products
     if not problems:
         return
     epi = Epilogue(epilogue_kind(problems[0].c, beta), float(alpha), float(beta))

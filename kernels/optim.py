@@ -25,6 +25,7 @@ from trnsim.nki import language as nl
 
 from . import _tiles as T
 from ._common import fail
+from ._cores import share
 from ._pw_tile import ConstPool, TileOps, Turns, dtype_scalar
 
 DTYPES = ("float32", "bfloat16")
@@ -104,7 +105,7 @@ def sgd(
         fail(f"{what}: momentum={momentum} needs momentum_bufs")
     lists = _lists(what, names, lists)
     pool, turns = ConstPool(), Turns()
-    for w, tiles in T.prefetched_work(_work(lists, 3), "sgd_in"):
+    for w, tiles in T.prefetched_work(share(_work(lists, 3)), "sgd_in"):
         k = TileOps(w.tile.shape, pool, turns)
         _sgd_tile(
             k, w, tiles, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step
@@ -212,7 +213,7 @@ def adam(
         maximize=maximize,
         decoupled=decoupled_weight_decay,
     )
-    for w, tiles in T.prefetched_work(_work(lists, TEMPS), "adam_in"):
+    for w, tiles in T.prefetched_work(share(_work(lists, TEMPS)), "adam_in"):
         k = TileOps(w.tile.shape, pool, turns)
         out = _adam_tile(k, tiles, int(steps[w.tag]), **hp)
         for i, t in out.items():

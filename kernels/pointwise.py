@@ -42,6 +42,7 @@ from . import (  # noqa: F401  (they fill OPS)
     pointwise_ternary,
 )
 from ._common import fail
+from ._cores import share
 from ._pw_copy import copy_job, run_copy
 from ._pw_tile import OPS, ConstPool, OpSpec, TileOps, Turns
 
@@ -247,9 +248,9 @@ def lookup(op: Any, what: str) -> OpSpec:
 
 
 def run_jobs(jobs: list[Job], what: str) -> None:
-    """Every tile of every job in one prefetched stream."""
+    """Every tile of every job in one prefetched stream (this core's share on kernel[2])."""
     pool, turns = ConstPool(), Turns()
-    work = [T.Work(job, tile, job.operands, job.loads) for job in jobs for tile in job.tiles]
+    work = share([T.Work(job, tile, job.operands, job.loads) for job in jobs for tile in job.tiles])
     for w, loaded in T.prefetched_work(work, "pw_in"):
         _run_tile(w.tag, w.tile, loaded, pool, turns)
 

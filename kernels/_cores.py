@@ -1,10 +1,13 @@
-"""gemm on a multi-core launch (`gemm[2]`, LNC=2): each program takes a disjoint share of the
-products, so the two physical cores of a logical NeuronCore write different parts of out.
+"""Kernels on a multi-core launch (`kernel[2]`, LNC=2): each program takes a disjoint share of
+the work, so the two physical cores of a logical NeuronCore write different parts of the
+result: independent work items (the tiles of an elementwise op), or gemm's products.
 
 Layer: kernel library (trnsim.kernels); public NKI API only (nl.program_id, nl.num_programs).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from trnsim.nki import language as nl
 
@@ -15,7 +18,16 @@ TILE_M = 128  # result partitions per nc_matmul (gemm_stationary_fmax): the row 
 TILE_N = 512  # columns per PSUM bank of fp32 results: the column split's grain
 
 
-def my_share(problems: list[Problem]) -> list[Problem]:
+def share(items: list[Any]) -> list[Any]:
+    """This program's contiguous part of independent work items (all of them on one core)."""
+    n, pid = nl.num_programs(), nl.program_id(0)
+    if n == 1:
+        return items
+    k = len(items)  # program p takes items ceil(k*p/n) .. ceil(k*(p+1)/n): a lone one is 0's
+    return items[-(-k * pid // n):-(-k * (pid + 1) // n)]
+
+
+def gemm_share(problems: list[Problem]) -> list[Problem]:
     """This program's problems: whole batch entries when there are enough of them, else a
     column (or row) range of the one product in whole 512-column (128-row) tiles. A product
     too small to split stays with program 0; the other programs then have nothing to do."""
@@ -23,8 +35,7 @@ def my_share(problems: list[Problem]) -> list[Problem]:
     if n == 1:
         return problems
     if len(problems) >= n:
-        lo, hi = len(problems) * pid // n, len(problems) * (pid + 1) // n
-        return problems[lo:hi]
+        return share(problems)
     (p,) = problems
     cols, rows = p.out.cols, p.out.rows
     if cols >= n * TILE_N:
