@@ -9,6 +9,9 @@ from trnsim.backend import storage
 from trnsim.backend.launch import launch as _launch
 from trnsim.backend.registry import HostOnly
 from trnsim.backend.runtime import runtime
+from trnsim.kernels import optim
+from trnsim.kernels.gemm import gemm
+from trnsim.kernels.pointwise import pointwise, pointwise_multi
 
 FLOAT_KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -60,9 +63,17 @@ def scalar(v: Any) -> Any:
     return v
 
 
+# Library kernels that share their work over the programs of a kernel[lnc] launch
+# (kernels/_cores.py): they run on every physical core of the rank's logical NeuronCore.
+MULTI_CORE = frozenset(getattr(k, "fn", k) for k in (gemm, pointwise, pointwise_multi, optim.adam,
+                                                 optim.sgd))
+
+
 def launch(kernel: Any, *args: Any, aten_op: str, names: tuple[str, ...] = (),
-           lnc: int = 1, **attrs: Any) -> None:
-    """Run a library kernel on device tensors (see trnsim.backend.launch.launch)."""
+           **attrs: Any) -> None:
+    """Run a library kernel on device tensors (see trnsim.backend.launch.launch), on every
+    core of the logical NeuronCore when it shares its work (MULTI_CORE)."""
+    lnc = runtime().lnc if getattr(kernel, "fn", kernel) in MULTI_CORE else 1
     _launch(kernel, *args, aten_op=aten_op, names=names, lnc=lnc, **attrs)
 
 

@@ -17,7 +17,6 @@ from trnsim.backend.ops._common import (
     scalar,
 )
 from trnsim.backend.registry import cpu_overloads, op, reference_only
-from trnsim.backend.runtime import runtime
 from trnsim.kernels.gemm import gemm
 
 _DONE = {"mm", "mm.out", "addmm", "addmm.out", "addmm_", "bmm", "bmm.out", "baddbmm",
@@ -51,13 +50,10 @@ def _gemm(name: str, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
     if a.numel() == 0 or b.numel() == 0:  # K = 0: out = beta * c (PyTorch: zeros without c)
         require_nonempty(a)
     alpha, beta = float(scalar(alpha)), float(scalar(beta))
-    lnc = runtime().lnc  # gemm shares its products over the logical core's physical cores
     if c is None or beta == 0.0:
-        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), alpha=alpha, beta=0.0,
-               lnc=lnc)
+        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), alpha=alpha, beta=0.0)
     else:
-        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), c=c, alpha=alpha,
-               beta=beta, lnc=lnc)
+        launch(gemm, out, a, b, aten_op=name, names=("out", "a", "b"), c=c, alpha=alpha, beta=beta)
     return out
 
 
