@@ -194,6 +194,7 @@ def errors(rank, ws, out):
     """A mismatched collective, then a rank that skips one: both must raise, never hang."""
     from trnsim.backend.distributed.state import DistributedError
 
+    dist.barrier()  # under the group's timeout: the ranks start the short waits together
     os.environ["TRNSIM_DIST_TIMEOUT"] = os.environ.get("TEST_ERRORS_TIMEOUT", "3")
     try:
         dist.all_reduce(torch.ones(3 if rank == 0 else 5, device=DEV))
