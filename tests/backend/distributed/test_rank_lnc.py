@@ -1,7 +1,8 @@
 """A rank of a torch.distributed world owns a logical NeuronCore at its LNC: its matmuls launch
 gemm[2] on both physical cores (values as on the CPU, less device time than on one core);
 outside a world the device keeps one physical core. In-process: the rank's distributed state
-is set on the runtime for the test and restored after it."""
+is set on the runtime for the test and restored after it. Also: under TRNSIM_DEVICE=neuron
+the backend is registered as `neuron` (a subprocess, world of one)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,25 @@ def test_a_rank_at_lnc2_runs_its_matmuls_on_both_cores(rank_at):
     torch.testing.assert_close(y2, ref, rtol=1e-4, atol=1e-3)
     assert one.profile.cores == [0] and two.profile.cores == [0, 1]
     assert two.latency_ns < one.latency_ns
+
+
+ALIAS = """
+import torch, torch.distributed as dist
+import trnsim.backend
+dist.init_process_group("neuron", store=dist.HashStore(), rank=0, world_size=1)
+t = torch.ones(3, device="neuron")
+dist.all_reduce(t)
+print(dist.get_backend(), t.device.type, t.cpu().tolist())
+"""
+
+
+def test_the_backend_is_neuron_in_alias_mode(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRNSIM_DEVICE": "neuron", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    r = subprocess.run([sys.executable, "-c", ALIAS], capture_output=True, text=True, env=env,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split("\n")[-2] == "neuron neuron [1.0, 1.0, 1.0]"
