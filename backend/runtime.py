@@ -69,9 +69,9 @@ class Runtime:
 
     @property
     def lnc(self) -> int:
-        """Physical cores per launch of the kernels that can share their work (gemm): a rank of
-        a torch.distributed world owns a logical NeuronCore at its LNC (TRNSIM_LNC, default
-        the chip's); a process outside one keeps one physical core."""
+        """Physical cores per launch of the kernels that share their work (ops/_common.py
+        MULTI_CORE): a rank of a torch.distributed world owns a logical NeuronCore at its LNC
+        (TRNSIM_LNC, default the chip's); a process outside one keeps one physical core."""
         return self.distributed.lnc if self.distributed is not None else 1
 
     # ------------------------------------------------------------ memory
