@@ -2,7 +2,7 @@
 gemm[2] on both physical cores (values as on the CPU, less device time than on one core);
 outside a world the device keeps one physical core. In-process: the rank's distributed state
 is set on the runtime for the test and restored after it. Also: under TRNSIM_DEVICE=neuron
-the backend is registered as `neuron` (a subprocess, world of one)."""
+the backend is registered as `neuron` (a subprocess, world of one; slow tier)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,7 @@ print(dist.get_backend(), t.device.type, t.cpu().tolist())
 """
 
 
+@pytest.mark.slow  # a fresh interpreter: about 15 s on a loaded machine
 def test_the_backend_is_neuron_in_alias_mode(tmp_path):
     import os
     import subprocess
