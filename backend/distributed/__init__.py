@@ -90,11 +90,11 @@ def _check_world(pg: Any, rt: Runtime, st: Any) -> None:
             theirs = json.loads(ex.store.get(f"init/{r}"))
             for k in ("world_size", "chip", "topology", "lnc", "device"):
                 if theirs[k] != mine[k]:
-                    raise DistributedError(
+                    _raise_after_peers_read(ex, seen, DistributedError(
                         f"init_process_group: rank {r} was started with {k}={theirs[k]!r}, "
                         f"rank {st.rank} with {k}={mine[k]!r}; every rank needs the same "
                         "WORLD_SIZE, TRNSIM_CHIP, TRNSIM_TOPOLOGY, TRNSIM_LNC and "
-                        "TRNSIM_DEVICE")
+                        "TRNSIM_DEVICE"))
         if len(seen) < st.world_size:
             if time.monotonic() > deadline:
                 missing = sorted(set(range(st.world_size)) - seen)
@@ -103,6 +103,22 @@ def _check_world(pg: Any, rt: Runtime, st: Any) -> None:
                     f"joined within {ex.timeout_s:g} s; check WORLD_SIZE and RANK on every "
                     "process")
             time.sleep(0.005)
+    ex.store.set(f"init/read/{ex.rank}", "1")
+
+
+def _raise_after_peers_read(ex: Any, seen: set[int], error: Exception) -> None:
+    """Raise `error` once the ranks seen have read this rank's settings too (or after a few
+    seconds): the rank holding the store must not exit before the others learn the same
+    mismatch, or they would see a closed connection instead of it."""
+    import time
+
+    ex.store.set(f"init/read/{ex.rank}", "1")
+    others = [f"init/read/{r}" for r in seen if r != ex.rank]
+    stop = time.monotonic() + min(10.0, ex.timeout_s)
+    while others and time.monotonic() < stop:
+        others = [k for k in others if not ex.store.check([k])]
+        time.sleep(0.005)
+    raise error
 
 
 def init_virtual_world(world_size: int, rank: int = 0) -> None:
