@@ -1,4 +1,5 @@
-"""Make `import nki` (and, once present, `import neuronxcc.nki`) resolve to trnsim."""
+"""Make `import nki`, `import neuronxcc.nki`, `import neuron_dtypes` (and, for nki-library's
+harness, `import nki_cpu_simulator`) resolve to trnsim where no real package is installed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import sys
 from types import ModuleType
 
 # alias prefix -> trnsim module implementing it
-ALIASES = {"nki": "trnsim.nki", "neuronxcc": "trnsim.compat.neuronxcc"}
+ALIASES = {"nki": "trnsim.nki", "neuronxcc": "trnsim.compat.neuronxcc",
+           "neuron_dtypes": "trnsim.compat.neuron_dtypes"}
+# AWS's CPU simulator package, as nki-library's harness imports it (trnsim.compat.nki_cpu_simulator)
+HARNESS_ALIASES = {"nki_cpu_simulator": "trnsim.compat.nki_cpu_simulator",
+                   "nki_cpu_simulator.nki": "trnsim.nki"}
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -20,10 +25,14 @@ class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self.prefixes = prefixes
 
     def _target(self, fullname: str) -> str | None:
-        for alias, real in self.prefixes.items():
-            if fullname == alias or fullname.startswith(alias + "."):
-                return real + fullname[len(alias) :]
-        return None
+        """The trnsim module for `fullname`; the longest matching alias prefix wins."""
+        best = None
+        for alias in self.prefixes:
+            if (fullname == alias or fullname.startswith(alias + ".")) and (
+                best is None or len(alias) > len(best)
+            ):
+                best = alias
+        return None if best is None else self.prefixes[best] + fullname[len(best) :]
 
     def find_spec(self, fullname, path=None, target=None):
         real = self._target(fullname)
@@ -57,9 +66,9 @@ def _real_installation(alias: str) -> bool:
 
 
 def install_nki_aliases(force: bool = False) -> list[str]:
-    """Make `nki` and `neuronxcc.nki` import trnsim's implementations.
+    """Make `nki`, `neuronxcc.nki` and `neuron_dtypes` import trnsim's implementations.
 
-    A real installation of either package is left alone unless force=True.
+    A real installation of any of them is left alone unless force=True.
     Returns the aliases installed.
     """
     chosen = {}
@@ -83,6 +92,24 @@ def install_nki_aliases(force: bool = False) -> list[str]:
     else:
         sys.meta_path.insert(0, _AliasFinder(chosen))
     return sorted(chosen)
+
+
+def _add_prefixes(chosen: dict[str, str]) -> None:
+    for f in sys.meta_path:
+        if isinstance(f, _AliasFinder):
+            f.prefixes.update(chosen)
+            return
+    sys.meta_path.insert(0, _AliasFinder(chosen))
+
+
+def install_harness_aliases() -> list[str]:
+    """Make `import nki_cpu_simulator.nki...` (AWS's CPU simulator, as nki-library's simulation
+    harness imports it) serve trnsim's modules where no real nki_cpu_simulator is installed.
+    Lazy: nothing is imported until a script imports it (trnsim's pytest plugin calls this)."""
+    if _real_installation("nki_cpu_simulator"):
+        return []
+    _add_prefixes(dict(HARNESS_ALIASES))
+    return sorted(HARNESS_ALIASES)
 
 
 # Installed lazily: importing the target registers the PyTorch device (and imports torch), so

@@ -18,7 +18,9 @@ mx_cpu_utils.py). float4_e2m1fn_x4 is a **16-bit** word, element j in bits [4j, 
 nki-library reinterprets uint16 tensors as float4_e2m1fn_x4 and uint32 as
 float8_e4m3fn_x4, and its unpack_float4_x4 reads nibble j of a uint16; the NKI migration
 guide does `src_ui16.view(nl.float4_e2m1fn_x4)`. Use `pack_x4` / `unpack_x4`; `cast`
-into a packed type is a TypeError.
+into a packed type is a TypeError. A packed type's storage is its word type tagged with the
+NKI name (numpy dtype metadata), so host arrays of x4 words keep their type through a
+kernel launch; an untagged uint32/uint16 array is just an integer array.
 
 Conversion rules (`cast`):
 * Every conversion passes through fp32 (nki-api.md §5A.2: engines and DMA compute in fp32),
@@ -54,6 +56,7 @@ import ml_dtypes
 import numpy as np
 
 KINDS = ("float", "int", "uint", "bool", "packed")
+TAG = "nki_dtype"  # numpy dtype metadata key naming a packed type (see _tagged)
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,6 +153,13 @@ class FInfo:
         return self.tiny
 
 
+def _tagged(word: object, name: str) -> np.dtype:
+    """A packed type's host storage: its word type carrying the NKI name as numpy metadata,
+    so a host array of x4 words says what it holds (`resolve(arr.dtype)` is the packed type).
+    The tag survives views, copies and reshapes; it compares equal to the bare word type."""
+    return np.dtype(word, metadata={TAG: name})
+
+
 def _d(name: str, storage: object, kind: str) -> DType:
     st = np.dtype(storage)
     return DType(name, st, st.itemsize, kind)
@@ -164,9 +174,9 @@ float8_e4m3fn = _d("float8_e4m3fn", ml_dtypes.float8_e4m3fn, "float")
 float8_e5m2 = _d("float8_e5m2", ml_dtypes.float8_e5m2, "float")
 float8_e8m0fnu = _d("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, "float")
 float4_e2m1fn = _d("float4_e2m1fn", ml_dtypes.float4_e2m1fn, "float")
-float8_e5m2_x4 = _d("float8_e5m2_x4", np.uint32, "packed")
-float8_e4m3fn_x4 = _d("float8_e4m3fn_x4", np.uint32, "packed")
-float4_e2m1fn_x4 = _d("float4_e2m1fn_x4", np.uint16, "packed")
+float8_e5m2_x4 = _d("float8_e5m2_x4", _tagged(np.uint32, "float8_e5m2_x4"), "packed")
+float8_e4m3fn_x4 = _d("float8_e4m3fn_x4", _tagged(np.uint32, "float8_e4m3fn_x4"), "packed")
+float4_e2m1fn_x4 = _d("float4_e2m1fn_x4", _tagged(np.uint16, "float4_e2m1fn_x4"), "packed")
 int8 = _d("int8", np.int8, "int")
 int16 = _d("int16", np.int16, "int")
 int32 = _d("int32", np.int32, "int")
@@ -260,6 +270,9 @@ def resolve(x: object) -> DType:
         if d is not None:
             return d
     if type(x).__module__ != "torch":
+        tag = (getattr(x, "metadata", None) or {}).get(TAG) if isinstance(x, np.dtype) else None
+        if tag in ALL:
+            return ALL[tag]
         try:
             d = _BY_STORAGE.get(np.dtype(x))  # type: ignore[call-overload]
         except Exception:  # np.dtype raises assorted errors for non-dtypes
@@ -388,7 +401,7 @@ def pack_x4(values: object, elem_dtype: object) -> np.ndarray:
     codes = v.view(np.uint8).astype(p.storage) & ((1 << width) - 1)
     codes = codes.reshape(*v.shape[:-1], v.shape[-1] // 4, 4)
     shifts = (np.arange(4) * width).astype(p.storage)
-    return np.bitwise_or.reduce(codes << shifts, axis=-1)
+    return np.asarray(np.bitwise_or.reduce(codes << shifts, axis=-1), dtype=p.storage)
 
 
 def unpack_x4(words: object, elem_dtype: object) -> np.ndarray:

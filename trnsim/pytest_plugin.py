@@ -2,7 +2,10 @@
 existing kernel test suite runs unchanged on the simulator.
 
 The aliases are installed before the suite's conftest.py files are imported (they often
-`import nki` at the top), and only when --trnsim is given.
+`import nki` at the top), and only when --trnsim is given. One alias is always offered, lazily:
+`nki_cpu_simulator`, the name of AWS's CPU simulator that nki-library's harness imports in
+`--test-mode simulation` (only where no real nki_cpu_simulator is installed; nothing is imported
+until the harness asks for it).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ def _install(chip: str | None) -> None:
 def pytest_load_initial_conftests(
     early_config: pytest.Config, parser: pytest.Parser, args: list[str]
 ) -> None:
+    from trnsim.aliases import install_harness_aliases
+
+    install_harness_aliases()
     ns: Any = early_config.known_args_namespace
     if getattr(ns, "trnsim", False):
         _install(getattr(ns, "trnsim_chip", None))

@@ -40,14 +40,17 @@ DEFAULT_CHIP = "trn3"
 
 
 def default_chip_name() -> str:
-    """NEURON_PLATFORM_TARGET_OVERRIDE (trn1|inf2|gen2, trn2|gen3, trn3|gen4), else trn3."""
-    env = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "").strip().lower()
-    if not env:
-        return DEFAULT_CHIP
-    if env not in PLATFORM_ALIASES:
-        raise ConstraintError(f"NEURON_PLATFORM_TARGET_OVERRIDE={env!r} is not a platform "
-                              f"(known: {', '.join(PLATFORM_ALIASES)})", capture_location())
-    return PLATFORM_ALIASES[env]
+    """NEURON_PLATFORM_TARGET_OVERRIDE (trn1|inf2|gen2, trn2|gen3, trn3|gen4), else
+    NKI_NC_VERSION (gen2|gen3|gen4: the variable AWS's CPU simulator reads), else trn3."""
+    for var in ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION"):
+        env = os.environ.get(var, "").strip().lower()
+        if not env:
+            continue
+        if env not in PLATFORM_ALIASES:
+            raise ConstraintError(f"{var}={env!r} is not a platform "
+                                  f"(known: {', '.join(PLATFORM_ALIASES)})", capture_location())
+        return PLATFORM_ALIASES[env]
+    return DEFAULT_CHIP
 
 
 def resolve_chip(chip: Any) -> Any:

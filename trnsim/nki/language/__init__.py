@@ -46,27 +46,7 @@ from trnsim.nki.views import index_value
 from trnsim.program import capture_location
 
 # ---------------------------------------------------------------- dtypes
-DType = _dt.DType
-float32 = _dt.float32
-tfloat32 = _dt.ALL.get("tfloat32", _dt.float32)
-bfloat16 = _dt.bfloat16
-float16 = _dt.float16
-int8, int16, int32 = _dt.int8, _dt.int16, _dt.int32
-uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
-bool_ = _dt.bool_
-float8_e4m3 = _dt.float8_e4m3
-float8_e5m2 = _dt.float8_e5m2
-for _name in (
-    "float8_e4m3fn",
-    "float8_e8m0fnu",
-    "float4_e2m1fn",
-    "float8_e5m2_x4",
-    "float8_e4m3fn_x4",
-    "float4_e2m1fn_x4",
-    "float32r",
-):
-    if _name in _dt.ALL:
-        globals()[_name] = _dt.ALL[_name]
+from trnsim.nki.language.dtypes import *  # noqa: E402, F403
 
 
 class NKIObject:

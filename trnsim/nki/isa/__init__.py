@@ -28,6 +28,8 @@ from trnsim.nki.isa_tensor import *  # noqa: F403
 from trnsim.nki.isa_vector import *  # noqa: F403
 from trnsim.nki.language import NKIObject  # noqa: F401
 
+from trnsim.nki.isa import constants  # noqa: F401  (nki.isa.constants, by module path)
+
 # Every public instruction function checks its enum arguments and turns a wrong call
 # signature into a ConstraintError at the user's line (trnsim.nki._isa_base.public_instruction).
 for _name, _obj in list(globals().items()):

@@ -1,0 +1,106 @@
+"""pytest plugin for tools/run_nkilib.py: works around three defects of nki-library's public
+test harness that stop its simulation mode before any simulator runs. It changes no file of the
+checkout; load it with `-p nkilib_upstream_fixes` (tools/ on PYTHONPATH).
+
+At aws-neuron/nki-library d2ad3a5:
+1. test/conftest.py imports (through host_management) test/utils/core_lock_client.py and
+   core_lock_manager.py, which do `from .scripts.remote_lock_scripts import LockResult,
+   LockStatus`; the repository has no test/utils/scripts/ (in no public commit). The names
+   serve only the SSH core locking of hardware hosts.
+2. test/conftest.py imports test/utils/test_orchestrator.py, which does `from
+   .perf_analysis_private import analyze_trace`; there is no such file. It is called only under
+   --enable-perf-analysis.
+   (1 and 2: `pytest test/integration` stops at "No module named ..." in every test mode.)
+   This plugin registers modules of those names holding trnsim's own minimal stand-ins.
+3. Orchestrator.execute() calls _rename_neff_outputs_to_python_names(), which reads
+   `self._compiled_kernel`; that attribute is set only by _run_compilation(), which returns
+   early in simulation mode ("Skipping compilation in simulator mode"), so every simulated test
+   ends in "AttributeError: 'Orchestrator' object has no attribute '_compiled_kernel'" after
+   its kernel ran. The plugin gives the class the attribute's "nothing compiled" value, None,
+   which the method already handles (it returns when `not self._compiled_kernel`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+import types
+from dataclasses import asdict, dataclass, field
+
+LOCKS = "test.utils.scripts.remote_lock_scripts"
+PERF = "test.utils.perf_analysis_private"
+
+
+class LockStatus(enum.Enum):
+    """Outcome of a remote core-lock command (only used with hardware hosts)."""
+
+    ALLOCATED = 0
+    RELEASED = 1
+    DRAINED = 2
+    UNDRAINED = 3
+    DRAINING = 4
+    NO_CORES = 5
+    FLOCK_TIMEOUT = 6
+    ERROR = 7
+
+    @property
+    def exit_code(self) -> int:
+        return self.value
+
+    @classmethod
+    def from_exit_code(cls, code: int) -> LockStatus:
+        return next((s for s in cls if s.value == code), cls.ERROR)
+
+
+@dataclass
+class LockResult:
+    """Result of a remote core-lock command (only used with hardware hosts)."""
+
+    status: LockStatus
+    cores: list[int] = field(default_factory=list)
+    max_lock_expiry: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "status": self.status.name})
+
+    @classmethod
+    def from_json(cls, text: str) -> LockResult:
+        d = json.loads(text)
+        return cls(LockStatus[d.pop("status")], **d)
+
+
+def analyze_trace(**kwargs: object) -> None:
+    """AWS's private perf-sim trace analysis (not in the public repository)."""
+    raise RuntimeError("analyze_trace: nki-library's perf analysis module is not public; "
+                       "run without --enable-perf-analysis")
+
+
+def _module(name: str, **members: object) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__doc__ = f"Stand-in registered by {__name__} (see its docstring)."
+    for k, v in members.items():
+        setattr(mod, k, v)
+    return mod
+
+
+def _register() -> None:
+    if LOCKS not in sys.modules:
+        pkg = _module(LOCKS.rsplit(".", 1)[0])
+        pkg.__path__ = []
+        pkg.remote_lock_scripts = _module(LOCKS, LockStatus=LockStatus, LockResult=LockResult)
+        sys.modules[pkg.__name__] = pkg
+        sys.modules[LOCKS] = pkg.remote_lock_scripts
+    if PERF not in sys.modules:
+        sys.modules[PERF] = _module(PERF, analyze_trace=analyze_trace)
+
+
+_register()
+
+
+def pytest_sessionstart(session: object) -> None:
+    """After test/conftest.py has been imported: defect 3 (see the module docstring)."""
+    orch = sys.modules.get("test.utils.test_orchestrator")
+    cls = getattr(orch, "Orchestrator", None)
+    if cls is not None and not hasattr(cls, "_compiled_kernel"):
+        cls._compiled_kernel = None
