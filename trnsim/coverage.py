@@ -29,6 +29,7 @@ _GA_TARGETS = {
     "nl.NkiTensor (attributes/methods)": ("trnsim.nki.language", "NkiTensor"),
     "nl.tile_size (attributes)": ("trnsim.nki.language", "tile_size"),
     "nki.isa.VirtualRegister / NkiInstruction": ("trnsim.nki.isa", ""),
+    "nki.isa.constants": ("trnsim.nki.isa.constants", ""),
 }
 _B1_ROOT = "trnsim.compat.neuronxcc.nki"
 _B1_TARGETS = {
@@ -147,6 +148,48 @@ def coverage_data(generation: str = "ga") -> dict[str, ModuleCoverage]:
     return out
 
 
+@dataclass
+class PathCoverage:
+    """Whether each import path of a generation (`module_paths` in the inventory) imports."""
+
+    implemented: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    not_simulated: list[str] = field(default_factory=list)  # compiler/runtime: importable stubs
+
+    @property
+    def total(self) -> int:
+        return len(self.implemented) + len(self.missing) + len(self.not_simulated)
+
+
+def trnsim_module_for(path: str) -> str | None:
+    """The trnsim module an import path resolves to under the aliases (trnsim.aliases)."""
+    from trnsim.aliases import ALIASES
+
+    best = max((a for a in ALIASES if path == a or path.startswith(a + ".")), key=len,
+               default=None)
+    return None if best is None else ALIASES[best] + path[len(best):]
+
+
+def _path_status(path: str) -> str:
+    real = trnsim_module_for(path)
+    if real is None:
+        return "missing"
+    try:
+        mod = importlib.import_module(real)
+    except ImportError:
+        return "missing"
+    return "not_simulated" if getattr(mod, "__trnsim_unsupported__", False) else "implemented"
+
+
+def path_coverage(generation: str = "ga") -> PathCoverage:
+    """Import paths public NKI code uses (`import nki.isa.constants`, ...), checked by importing
+    the trnsim module each resolves to; compiler/runtime paths trnsim only names count apart."""
+    cov = PathCoverage()
+    for entry in inventory()["generations"][generation].get("module_paths", []):
+        getattr(cov, _path_status(entry["path"])).append(entry["path"])
+    return cov
+
+
 def headline_percent(data: dict[str, ModuleCoverage]) -> float:
     done = sum(len(data[m].implemented) for m in HEADLINE_MODULES if m in data)
     total = sum(data[m].total for m in HEADLINE_MODULES if m in data)
@@ -166,7 +209,14 @@ def format_coverage(generation: str = "ga") -> str:
         )
     lines.append("")
     lines.append(f"  nki.isa + nki.language: {headline_percent(data):.1f}% implemented")
+    paths = path_coverage(generation)
+    if paths.total:
+        lines.append(f"  module paths: {len(paths.implemented)}/{paths.total} implemented"
+                     + (f", {len(paths.not_simulated)} importable but not simulated "
+                        f"({', '.join(paths.not_simulated)})" if paths.not_simulated else ""))
     missing = [(m, c.missing) for m, c in data.items() if c.missing]
+    if paths.missing:
+        missing.append(("module paths", paths.missing))
     if missing:
         lines.append("")
         lines.append("Missing:")

@@ -1,8 +1,7 @@
 """trnsim's implementation of the `nki` package (current API, NKI 0.3+), importable as `nki`
 after trnsim.install_nki_aliases() or under `trnsim run`."""
 
-from trnsim.dtypes import DType as dtype
-from trnsim.nki import collectives, isa, language, typing
+from trnsim.nki import collectives, dtype, isa, language, typing
 from trnsim.nki.jit import Kernel, cpu_simulate, jit, simulate
 from trnsim.nki.ranks import run_ranks
 from trnsim.nki.tensor import NkiTensor

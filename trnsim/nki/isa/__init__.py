@@ -19,6 +19,7 @@ from trnsim.nki._isa_base import (  # noqa: F401
     public_instruction,
     reduce_cmd,
 )
+from trnsim.nki.isa import constants  # noqa: F401  (nki.isa.constants, by module path)
 from trnsim.nki.isa_dma import *  # noqa: F403
 from trnsim.nki.isa_gpsimd import *  # noqa: F403
 from trnsim.nki.isa_misc import *  # noqa: F403
@@ -27,8 +28,6 @@ from trnsim.nki.isa_select import *  # noqa: F403
 from trnsim.nki.isa_tensor import *  # noqa: F403
 from trnsim.nki.isa_vector import *  # noqa: F403
 from trnsim.nki.language import NKIObject  # noqa: F401
-
-from trnsim.nki.isa import constants  # noqa: F401  (nki.isa.constants, by module path)
 
 # Every public instruction function checks its enum arguments and turns a wrong call
 # signature into a ConstraintError at the user's line (trnsim.nki._isa_base.public_instruction).

@@ -41,12 +41,12 @@ from trnsim.nki.creation import (  # noqa: F401
     zeros,
     zeros_like,
 )
+
+# ---------------------------------------------------------------- dtypes
+from trnsim.nki.language.dtypes import *  # noqa: F403
 from trnsim.nki.tensor import DynSlice, NkiTensor, index_values, is_register
 from trnsim.nki.views import index_value
 from trnsim.program import capture_location
-
-# ---------------------------------------------------------------- dtypes
-from trnsim.nki.language.dtypes import *  # noqa: E402, F403
 
 
 class NKIObject:

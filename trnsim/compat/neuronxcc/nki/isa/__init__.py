@@ -58,6 +58,7 @@ from trnsim.compat.neuronxcc.nki._isa_vector import (
     tensor_tensor,
     tensor_tensor_scan,
 )
+from trnsim.compat.neuronxcc.nki.isa import constants
 from trnsim.nki._isa_base import oob_mode
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "bn_aggr",
     "bn_stats",
     "builtin_custom_op",
+    "constants",
     "dge_mode",
     "dma_copy",
     "dma_engine",

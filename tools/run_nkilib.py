@@ -1,0 +1,138 @@
+"""Run AWS's nki-library test suite in its simulation mode on trnsim, and count the results.
+
+    python tools/run_nkilib.py /path/to/nki-library [--all] [--sample F] [-n N] [-k EXPR]
+
+The checkout is used as it is (fetch aws-neuron/nki-library, check out the commit to test,
+install its test dependencies: pandas fabric2 boto3 aws-embedded-metrics pytest-html
+pytest-metadata pytest-xdist allpairspy plotext filelock). The run is
+
+    cd CHECKOUT && PYTHONPATH=src:TOOLS pytest test/integration --test-mode simulation --trnsim
+        -p nkilib_upstream_fixes --continue-on-collection-errors --junitxml=...
+
+`--trnsim` makes `nki` resolve to trnsim; the harness's `import nki_cpu_simulator.nki...`
+resolves to trnsim through its pytest plugin; nkilib_upstream_fixes (next to this script)
+supplies what the public harness lacks (see its docstring). `--all` sets
+NKILIB_SIMULATION_RUN_ALL=1 (the large shapes the harness otherwise skips). `--sample F` runs
+a deterministic share F of each kernel family's collected tests (at least one), for runs that
+must fit in a time budget. The summary gives per family passed / failed / skipped / errors,
+the share passed of the tests run, and the most common failure messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+TOOLS = pathlib.Path(__file__).resolve().parent
+FAMILY = re.compile(r"integration/nkilib/(core|experimental)/([^/]+)/")
+
+
+def family(nodeid: str) -> str:
+    m = FAMILY.search(nodeid)
+    return f"{m.group(1)}/{m.group(2)}" if m else "other"
+
+
+def pytest_cmd(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "--test-mode", "simulation", "--trnsim",
+           "-p", "nkilib_upstream_fixes", "-p", "no:cacheprovider",
+           "--continue-on-collection-errors", "-q"]
+    if args.k:
+        cmd += ["-k", args.k]
+    return cmd + extra
+
+
+def environment(args: argparse.Namespace) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in ("src", str(TOOLS), env.get("PYTHONPATH", "")) if p)
+    if args.all:
+        env["NKILIB_SIMULATION_RUN_ALL"] = "1"
+    return env
+
+
+def collect(args: argparse.Namespace) -> list[str]:
+    r = subprocess.run(pytest_cmd(args, ["--collect-only", "test/integration"]),
+                       cwd=args.checkout, env=environment(args), capture_output=True,
+                       text=True, check=False)
+    ids = [line.strip() for line in r.stdout.splitlines() if "::" in line]
+    return [i if i.startswith("test/") else "test/" + i for i in ids]
+
+
+def sample(ids: list[str], share: float) -> list[str]:
+    """A deterministic share of each family: the ids with the smallest hashes."""
+    by_family: dict[str, list[str]] = collections.defaultdict(list)
+    for i in ids:
+        by_family[family(i)].append(i)
+    chosen = []
+    for fam in sorted(by_family):
+        group = sorted(by_family[fam], key=lambda s: hashlib.sha1(s.encode()).hexdigest())
+        chosen += group[: max(1, round(share * len(group)))]
+    return chosen
+
+
+def summarize(xml_path: pathlib.Path) -> str:
+    counts: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    messages: collections.Counter = collections.Counter()
+    for case in ET.parse(xml_path).getroot().iter("testcase"):
+        fam = family(case.get("classname", "").replace(".", "/") + "/")
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                outcome = "failed" if child.tag == "failure" else "errors"
+                text = (child.get("message") or child.text or "").strip().splitlines()
+                messages[(text[0] if text else child.tag)[:160]] += 1
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        counts[fam][outcome] += 1
+    lines = [f"{'family':<28}{'passed':>8}{'failed':>8}{'errors':>8}{'skipped':>9}{'pass%':>8}"]
+    total: collections.Counter = collections.Counter()
+    for fam in sorted(counts):
+        c = counts[fam]
+        total.update(c)
+        lines.append(_row(fam, c))
+    lines += [_row("all", total), "", "most common failure messages:"]
+    lines += [f"  {n:5d}  {m}" for m, n in messages.most_common(25)]
+    return "\n".join(lines)
+
+
+def _row(name: str, c: collections.Counter) -> str:
+    ran = c["passed"] + c["failed"] + c["errors"]
+    pct = f"{100.0 * c['passed'] / ran:7.1f}%" if ran else "      -"
+    return f"{name:<28}{c['passed']:>8}{c['failed']:>8}{c['errors']:>8}{c['skipped']:>9}{pct}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("checkout", type=pathlib.Path, help="an nki-library checkout")
+    ap.add_argument("--all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1")
+    ap.add_argument("--sample", type=float, default=None, help="share of each family to run")
+    ap.add_argument("-n", default="auto", help="pytest-xdist workers (0: none)")
+    ap.add_argument("-k", default=None, help="pytest -k expression")
+    ap.add_argument("--junitxml", type=pathlib.Path, default=None)
+    args = ap.parse_args(argv)
+    args.checkout = args.checkout.resolve()
+    xml = (args.junitxml or args.checkout / "nkilib-trnsim.xml").resolve()
+    targets = ["test/integration"]
+    if args.sample is not None:
+        ids = collect(args)
+        targets = sample(ids, args.sample)
+        print(f"collected {len(ids)} tests; running a {args.sample:g} share: {len(targets)}")
+    extra = [f"--junitxml={xml}"] + (["-n", str(args.n)] if str(args.n) != "0" else [])
+    start = time.monotonic()
+    subprocess.run(pytest_cmd(args, extra + targets), cwd=args.checkout,
+                   env=environment(args), check=False)
+    print(f"\nwall time {time.monotonic() - start:.0f} s; results in {xml}\n")
+    print(summarize(xml))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
