@@ -83,7 +83,7 @@ def test_coverage_counts_module_paths():
 def test_compiler_module_says_it_is_not_simulated():
     import nki.compiler
 
-    with pytest.raises(UnsupportedError, match="nki.compiler.ncc_driver.*nki.simulate"):
+    with pytest.raises(UnsupportedError, match=r"nki\.compiler\.ncc_driver.*nki\.simulate"):
         _ = nki.compiler.ncc_driver
 
 

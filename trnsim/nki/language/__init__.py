@@ -8,6 +8,7 @@ tile/block grids (trnsim.nki.grids) and the device loops (trnsim.nki.loops).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -50,7 +51,37 @@ from trnsim.program import capture_location
 
 
 class NKIObject:
-    """Base class for user classes passed to or built in kernels (dataclass-like, == by value)."""
+    """Base class for user classes passed to or built in kernels (dataclass-like, == by value).
+
+    "Simple classes deriving from NKIObject (dataclass-like, structural ==)" (nki-api.md
+    §5.2): without an __init__ of its own (or @dataclass), a subclass is built from its
+    annotated fields like a dataclass (keyword or positional arguments, class defaults,
+    __post_init__), as nki-library's argument classes expect
+    (`RmsNormQuantKernelArgs(lower_bound=0.1)`).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        names = _field_names(type(self))
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional "
+                            f"arguments ({', '.join(names) or 'no fields'}), got {len(args)}")
+        values = dict(zip(names[: len(args)], args, strict=True))
+        bad = [k for k in kwargs if k in values or k not in names]
+        if bad:
+            raise TypeError(f"{type(self).__name__}(): unexpected or repeated argument "
+                            f"{bad[0]!r} (fields: {', '.join(names) or 'none'})")
+        values.update(kwargs)
+        for name in names:
+            if name not in values and not hasattr(type(self), name):
+                raise TypeError(f"{type(self).__name__}(): missing argument {name!r}")
+            setattr(self, name, values[name] if name in values else getattr(type(self), name))
+        post = getattr(self, "__post_init__", None)
+        if post is not None:
+            post()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({fields})"
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -58,6 +89,16 @@ class NKIObject:
         return vars(self) == vars(other)
 
     __hash__ = object.__hash__
+
+
+def _field_names(cls: type) -> list[str]:
+    """Annotated class attributes over the MRO, base classes first (dataclass order)."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for name, ann in inspect.get_annotations(klass).items():
+            if name not in names and "ClassVar" not in str(ann):
+                names.append(name)
+    return names
 
 
 # ---------------------------------------------------------------- ranges
