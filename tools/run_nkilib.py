@@ -13,16 +13,17 @@ pytest-metadata pytest-xdist allpairspy plotext filelock). The run is
 resolves to trnsim through its pytest plugin; nkilib_upstream_fixes (next to this script)
 supplies what the public harness lacks (see its docstring). `--all` sets
 NKILIB_SIMULATION_RUN_ALL=1 (the large shapes the harness otherwise skips). `--sample F` runs
-a deterministic share F of each kernel family's collected tests (at least one), for runs that
-must fit in a time budget. The summary gives per family passed / failed / skipped / errors,
-the share passed of the tests run, and the most common failure messages.
+a deterministic share F of the collected tests (nkilib_sample: by node-id hash), for runs
+that must fit in a time budget. NEURON_PYTHONHASHSEED defaults to 0 so that the harness's
+random parametrizations are the same on every run and worker. The summary gives per family
+passed / failed / skipped / errors, the share passed of the tests run, and the most common
+failure messages.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import os
 import pathlib
 import re
@@ -42,8 +43,8 @@ def family(nodeid: str) -> str:
 
 def pytest_cmd(args: argparse.Namespace, extra: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", "--test-mode", "simulation", "--trnsim",
-           "-p", "nkilib_upstream_fixes", "-p", "no:cacheprovider",
-           "--continue-on-collection-errors", "-q"]
+           "-p", "nkilib_upstream_fixes", "-p", "nkilib_sample", "-p", "no:cacheprovider",
+           "--continue-on-collection-errors", "-v", "-p", "no:randomly"]
     if args.k:
         cmd += ["-k", args.k]
     return cmd + extra
@@ -53,29 +54,13 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in ("src", str(TOOLS), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("NEURON_PYTHONHASHSEED", "0")  # the harness seeds random parametrizations
+    env.setdefault("NKILIB_MAX_RSS_GB", str(args.max_rss_gb))
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
+    if args.sample is not None:
+        env["NKILIB_SAMPLE_SHARE"] = str(args.sample)
     return env
-
-
-def collect(args: argparse.Namespace) -> list[str]:
-    r = subprocess.run(pytest_cmd(args, ["--collect-only", "test/integration"]),
-                       cwd=args.checkout, env=environment(args), capture_output=True,
-                       text=True, check=False)
-    ids = [line.strip() for line in r.stdout.splitlines() if "::" in line]
-    return [i if i.startswith("test/") else "test/" + i for i in ids]
-
-
-def sample(ids: list[str], share: float) -> list[str]:
-    """A deterministic share of each family: the ids with the smallest hashes."""
-    by_family: dict[str, list[str]] = collections.defaultdict(list)
-    for i in ids:
-        by_family[family(i)].append(i)
-    chosen = []
-    for fam in sorted(by_family):
-        group = sorted(by_family[fam], key=lambda s: hashlib.sha1(s.encode()).hexdigest())
-        chosen += group[: max(1, round(share * len(group)))]
-    return chosen
 
 
 def summarize(xml_path: pathlib.Path) -> str:
@@ -117,14 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", default="auto", help="pytest-xdist workers (0: none)")
     ap.add_argument("-k", default=None, help="pytest -k expression")
     ap.add_argument("--junitxml", type=pathlib.Path, default=None)
+    ap.add_argument("--max-rss-gb", type=float, default=6.0,
+                    help="end a test process past this resident memory (default 6)")
+    ap.add_argument("targets", nargs="*", default=["test/integration"],
+                    help="test paths or node ids inside the checkout")
     args = ap.parse_args(argv)
     args.checkout = args.checkout.resolve()
     xml = (args.junitxml or args.checkout / "nkilib-trnsim.xml").resolve()
-    targets = ["test/integration"]
-    if args.sample is not None:
-        ids = collect(args)
-        targets = sample(ids, args.sample)
-        print(f"collected {len(ids)} tests; running a {args.sample:g} share: {len(targets)}")
+    targets = args.targets
     extra = [f"--junitxml={xml}"] + (["-n", str(args.n)] if str(args.n) != "0" else [])
     start = time.monotonic()
     subprocess.run(pytest_cmd(args, extra + targets), cwd=args.checkout,

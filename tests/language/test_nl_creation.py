@@ -154,11 +154,12 @@ def test_random_seed_needs_a_tile():
 # ---------------------------------------------------------------- placement rules
 def test_address_places_on_chip_tensors():
     def kernel():
-        t = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf, address=(32, 64))
+        # the free offset is in bytes (NKI 0.2.0 migration guide: "virtual byte addresses")
+        t = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf, address=(32, 256))
         nisa.memset(dst=t, value=3.0)
         assert t.buffer.partition_start == 32
         assert t.buffer.byte_start == 256
-        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, 1024))
+        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum, address=(0, 4096))
         assert p.buffer.byte_start == 4096
         return _store(t)
 
@@ -172,9 +173,10 @@ def test_address_places_on_chip_tensors():
         ((128, 8), "sbuf", (64, 0), "must be 0"),
         ((16, 8), "sbuf", (48, 0), "must be 0 or 32 or 64 or 96"),
         ((128, 8), "psum", (0, 100), "bank boundary"),
+        ((128, 8), "sbuf", (0, 2), "multiple of the 4-byte"),
         ((128, 8), "hbm", (0, 0), "on-chip tensors only"),
     ],
-    ids=["half", "full", "quadrant", "psum-bank", "hbm"],
+    ids=["half", "full", "quadrant", "psum-bank", "byte-alignment", "hbm"],
 )
 def test_address_rules(shape, buffer, address, match):
     buf = {"sbuf": nl.sbuf, "psum": nl.psum, "hbm": nl.shared_hbm}[buffer]

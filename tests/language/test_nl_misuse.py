@@ -385,14 +385,14 @@ def test_full_sbuf_reports_requested_free_and_capacity():
 
 def test_explicit_address_is_bounded_by_the_usable_size():
     def inside(a):
-        t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf, address=(0, 61422))
+        t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf, address=(0, 245688))
         nisa.memset(dst=t, value=1.0)
         return out_of(t)
 
     np.testing.assert_array_equal(nki.simulate(inside)(X), np.ones((128, 16), np.float32))
 
     def past(a):
-        nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf, address=(0, 61430))  # ERR
+        nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf, address=(0, 245720))  # ERR
         return a
 
     fails_at(past, AllocationError, r"outside \[0, 128\) x \[0, 245752\) usable bytes")

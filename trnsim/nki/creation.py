@@ -115,7 +115,10 @@ def ndarray(
     """A new tensor; contents undefined (the simulator fills NaN / 4 to expose such reads).
 
     address=(partition_offset, free_offset) places an on-chip tensor by hand: the free offset
-    counts elements; PSUM tensors must start on a 2 KiB bank; the partition offset obeys the
+    is a byte offset in each partition (the NKI 0.2.0 migration guide computes "virtual byte
+    addresses" as `sca + i * n_k * 2` for bf16 tiles, and nki-library's SbufManager and
+    attention kernels pass byte offsets, `bank * 2048` in PSUM), a multiple of the element
+    size; PSUM tensors must start on a 2 KiB bank; the partition offset obeys the
     start-partition (quadrant) rule.
     """
     ctx = current("nl.ndarray")
@@ -163,14 +166,19 @@ def _check_address(
         )
     if region is psum:
         bank = ctx.chip.tile_size.get("psum_bank_fmax_bytes", 2048)
-        if (f0 * dtype.itemsize) % bank:
+        if f0 % bank:
             raise ConstraintError(
-                f"nl.ndarray: PSUM address free offset {f0} ({f0 * dtype.itemsize} bytes) is not "
-                f"on a PSUM bank boundary; PSUM tensors start at a multiple of {bank} bytes"
+                f"nl.ndarray: PSUM address free offset {f0} bytes is not on a PSUM bank "
+                f"boundary; PSUM tensors start at a multiple of {bank} bytes"
             )
     if f0 < 0:
         raise ConstraintError(f"nl.ndarray: address free offset {f0} is negative")
-    return p0, f0
+    if f0 % dtype.itemsize:
+        raise ConstraintError(
+            f"nl.ndarray: address free offset {f0} bytes is not a multiple of the "
+            f"{dtype.itemsize}-byte {dtype} element; the free offset is in bytes"
+        )
+    return p0, f0 // dtype.itemsize  # NeuronCore.allocate takes the offset in elements
 
 
 def _allocate_hbm(

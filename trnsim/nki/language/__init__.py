@@ -50,14 +50,32 @@ from trnsim.nki.views import index_value
 from trnsim.program import capture_location
 
 
-class NKIObject:
+class _NKIObjectType(type):
+    """Builds NKIObject instances: by the class's own __init__ when it takes the arguments,
+    else from the fields (nki-library decorates field-only classes like `section_idx = None`
+    with @dataclass, whose generated __init__ takes no arguments, and then passes them)."""
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        if "__dataclass_fields__" in vars(cls) and (args or kwargs):
+            try:
+                inspect.signature(cls.__init__).bind(None, *args, **kwargs)
+            except TypeError:
+                obj = cls.__new__(cls)
+                NKIObject.__init__(obj, *args, **kwargs)
+                return obj
+        return super().__call__(*args, **kwargs)
+
+
+class NKIObject(metaclass=_NKIObjectType):
     """Base class for user classes passed to or built in kernels (dataclass-like, == by value).
 
     "Simple classes deriving from NKIObject (dataclass-like, structural ==)" (nki-api.md
     §5.2): without an __init__ of its own (or @dataclass), a subclass is built from its
     annotated fields like a dataclass (keyword or positional arguments, class defaults,
     __post_init__), as nki-library's argument classes expect
-    (`RmsNormQuantKernelArgs(lower_bound=0.1)`).
+    (`RmsNormQuantKernelArgs(lower_bound=0.1)`); plain class attributes with defaults
+    (`section_idx = None`) are accepted as keyword arguments too, also when @dataclass gave
+    the class an __init__ without them (_NKIObjectType).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -66,11 +84,14 @@ class NKIObject:
             raise TypeError(f"{type(self).__name__}() takes at most {len(names)} positional "
                             f"arguments ({', '.join(names) or 'no fields'}), got {len(args)}")
         values = dict(zip(names[: len(args)], args, strict=True))
-        bad = [k for k in kwargs if k in values or k not in names]
+        attrs = _class_attributes(type(self))
+        bad = [k for k in kwargs if k in values or (k not in names and k not in attrs)]
         if bad:
             raise TypeError(f"{type(self).__name__}(): unexpected or repeated argument "
                             f"{bad[0]!r} (fields: {', '.join(names) or 'none'})")
         values.update(kwargs)
+        for name in [k for k in kwargs if k not in names]:  # un-annotated class attributes
+            setattr(self, name, kwargs[name])
         for name in names:
             if name not in values and not hasattr(type(self), name):
                 raise TypeError(f"{type(self).__name__}(): missing argument {name!r}")
@@ -89,6 +110,13 @@ class NKIObject:
         return vars(self) == vars(other)
 
     __hash__ = object.__hash__
+
+
+def _class_attributes(cls: type) -> set[str]:
+    """Plain (non-dunder, non-callable) class attributes: `section_idx = None` is a field too."""
+    return {k for klass in cls.__mro__[:-1] for k, v in vars(klass).items()
+            if not k.startswith("__") and not callable(v)
+            and not isinstance(v, (staticmethod, classmethod, property))}
 
 
 def _field_names(cls: type) -> list[str]:
