@@ -235,3 +235,19 @@ def test_harness_alias_leaves_a_real_simulator_alone(tmp_path):
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["[]", "True"]
+
+
+def test_kernel_writing_a_non_contiguous_input_updates_it():
+    """nki-library's harness passes transposed views as inputs; writes reach them."""
+
+    def kernel(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=x, src=t)
+        return x
+
+    base = np.arange(8 * 128, dtype=np.float32).reshape(8, 128)
+    x = base.T  # (128, 8), not C-contiguous
+    nki.simulate(kernel)(x)
+    np.testing.assert_array_equal(base, np.arange(8 * 128).reshape(8, 128) + 1)
