@@ -11,7 +11,9 @@ At aws-neuron/nki-library d2ad3a5:
    .perf_analysis_private import analyze_trace`; there is no such file. It is called only under
    --enable-perf-analysis.
    (1 and 2: `pytest test/integration` stops at "No module named ..." in every test mode.)
-   This plugin registers modules of those names holding trnsim's own minimal stand-ins.
+   This plugin registers modules of those names holding only the names imported (an enum of
+   the lock statuses the harness compares against; classes and a function that refuse to be
+   used): nothing the simulation mode calls.
 3. Orchestrator.execute() calls _rename_neff_outputs_to_python_names(), which reads
    `self._compiled_kernel`; that attribute is set only by _run_compilation(), which returns
    early in simulation mode ("Skipping compilation in simulator mode"), so every simulated test
@@ -23,51 +25,32 @@ At aws-neuron/nki-library d2ad3a5:
 from __future__ import annotations
 
 import enum
-import json
 import sys
 import types
-from dataclasses import asdict, dataclass, field
 
 LOCKS = "test.utils.scripts.remote_lock_scripts"
 PERF = "test.utils.perf_analysis_private"
 
 
 class LockStatus(enum.Enum):
-    """Outcome of a remote core-lock command (only used with hardware hosts)."""
+    """Names the harness's core-lock code compares against (hardware hosts only)."""
 
-    ALLOCATED = 0
-    RELEASED = 1
-    DRAINED = 2
-    UNDRAINED = 3
-    DRAINING = 4
-    NO_CORES = 5
-    FLOCK_TIMEOUT = 6
-    ERROR = 7
-
-    @property
-    def exit_code(self) -> int:
-        return self.value
-
-    @classmethod
-    def from_exit_code(cls, code: int) -> LockStatus:
-        return next((s for s in cls if s.value == code), cls.ERROR)
+    ALLOCATED = enum.auto()
+    RELEASED = enum.auto()
+    DRAINED = enum.auto()
+    UNDRAINED = enum.auto()
+    DRAINING = enum.auto()
+    NO_CORES = enum.auto()
+    FLOCK_TIMEOUT = enum.auto()
+    ERROR = enum.auto()
 
 
-@dataclass
 class LockResult:
-    """Result of a remote core-lock command (only used with hardware hosts)."""
+    """Result of a remote core-lock command: never built in simulation mode."""
 
-    status: LockStatus
-    cores: list[int] = field(default_factory=list)
-    max_lock_expiry: int = 0
-
-    def to_json(self) -> str:
-        return json.dumps({**asdict(self), "status": self.status.name})
-
-    @classmethod
-    def from_json(cls, text: str) -> LockResult:
-        d = json.loads(text)
-        return cls(LockStatus[d.pop("status")], **d)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("LockResult: SSH core locking of hardware hosts is not available "
+                           "here (the module defining it is not in the public repository)")
 
 
 def analyze_trace(**kwargs: object) -> None:
