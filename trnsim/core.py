@@ -163,9 +163,11 @@ class NeuronCore:
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
                              "vector": np.zeros(parts, np.float32)}
-        # PSUM fp32 words written since their allocation: nc_matmul(accumulate=None) adds there.
-        self.psum_accumulating = np.zeros((chip.psum.partitions,
-                                           chip.psum.bytes_per_partition // 4), dtype=bool)
+        # Per PSUM fp32 word, the psum_tag of the tensor that last wrote it (0: nothing since
+        # the allocation covering it): nc_matmul(accumulate=None) adds where it is the dst's.
+        self.psum_writer = np.zeros((chip.psum.partitions,
+                                     chip.psum.bytes_per_partition // 4), dtype=np.int64)
+        self._psum_tags = 0
         self.registers: dict[int, int] = {}
         self.rng = np.random.default_rng(device.seed + index)
         self.state: dict[str, Any] = {}  # per-instruction-family state (e.g. PRNG states)
@@ -225,7 +227,9 @@ class NeuronCore:
         self._live[space][handle] = buf
         view = View(buf, _whole_layout(dtype, shape))
         if space == "psum":
-            self.psum_accumulating[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = False
+            self._psum_tags += 1
+            buf.psum_tag = self._psum_tags
+            self.psum_writer[p0:p0 + parts, b0 // 4:-(-(b0 + nbytes) // 4)] = 0
         if poison and self.values:
             bits = _poison_bits(dtype)
             fills = getattr(mem, "fills", None)
@@ -248,13 +252,13 @@ class NeuronCore:
 
     # ------------------------------------------------------------ instructions
     def _mark_psum_written(self, spec: Any, tensors: Mapping[str, Any]) -> None:
-        """Any write to PSUM marks its fp32 words written: nc_matmul(accumulate=None) adds onto
-        written words and overwrites the rest; a fresh PSUM allocation clears them
-        (semantics/_tensor_rules.py)."""
+        """Any write to PSUM marks its fp32 words written by that tensor: nc_matmul(accumulate=
+        None) adds onto words its dst tensor wrote and overwrites the rest; a fresh PSUM
+        allocation clears them (semantics/_tensor_rules.py)."""
         for k, v in tensors.items():
             ospec = spec.operands.get(k)
             if ospec is not None and ospec.access != "read" and v.buffer.space == "psum":
-                self.psum_accumulating[rules.psum_words(v)] = True
+                self.psum_writer[rules.psum_words(v)] = v.buffer.psum_tag
 
     def _check(self, spec: Any, engine: str, operands: Mapping[str, Any],
                attrs: Mapping[str, Any]) -> tuple[tuple | None, dict | None]:

@@ -1,16 +1,19 @@
 """Shared helpers of the Tensor Engine instructions (nc_matmul, nc_matmul_mx, nc_transpose):
 PSUM result writes, tiling rules, warnings. Knows chips, dtypes and views; nothing about time.
 
-PSUM accumulation groups (nc_matmul / nc_matmul_mx `accumulate`). `core.psum_accumulating`
-flags every fp32 word of PSUM that was written since the allocation that covers it; any write
-by any engine sets it (core.py marks written PSUM words after every instruction), and a fresh
-PSUM allocation clears it. That is the GA docstring's rule read literally: accumulate=None
-"auto-detects based on whether this PSUM location was previously written". Per element:
+PSUM accumulation groups (nc_matmul / nc_matmul_mx `accumulate`). `core.psum_writer` holds,
+for every fp32 word of PSUM, the `psum_tag` of the tensor (allocation) that last wrote it, 0
+where nothing wrote since the allocation that covers it; any write by any engine sets it
+(core.py marks written PSUM words after every instruction), and a fresh PSUM allocation clears
+it. That is the GA docstring's rule, accumulate=None "auto-detects based on whether this PSUM
+location was previously written", where "previously written" is by the same tensor: tensors
+placed at one address (address=, e.g. nki-library's per-group PSUM tiles sharing a bank) are
+separate accumulation groups, so the first matmul into each starts its own. Per element:
 accumulate=False overwrites, True adds (and warns with SimulationWarning where the word was
 never written, as AWS's 0.5 simulator warns; the sum then includes the NaN poison of fresh
-PSUM), None adds where written and overwrites elsewhere. Limitation: the state is per 4-byte
-word, so two bf16 elements sharing a word share it (a matmul writing only one of them opens
-the group for both).
+PSUM), None adds where its dst tensor wrote and overwrites elsewhere. Limitation: the state
+is per 4-byte word, so two bf16 elements sharing a word share it (a matmul writing only one of
+them opens the group for both).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def warn(message: str) -> None:
 
 
 def marks_psum(fn: Any) -> Any:
-    """Mark a semantics function that sets core.psum_accumulating for every PSUM word it
+    """Mark a semantics function that sets core.psum_writer for every PSUM word it
     writes (the matmul family does so as it accumulates), so NeuronCore.issue need not."""
     fn.marks_psum = True
     return fn
@@ -53,7 +56,7 @@ def marks_psum(fn: Any) -> Any:
 
 def psum_words(view: View) -> tuple[Any, Any]:
     """(partition, fp32 word) of every element of an on-chip view, indexing
-    core.psum_accumulating into an array shaped like the view."""
+    core.psum_writer into an array shaped like the view."""
     lay, buf = view.layout, view.buffer
     per_partition = buf.elems_per_partition(lay.dtype)
     shape, strides = lay.shape, lay.strides
@@ -111,16 +114,16 @@ def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulat
                 result = np.where(add, dst.read_f32() + result, result)
     if result is not None:
         dst.write(result)
-    core.psum_accumulating[rows, words] = True
+    core.psum_writer[rows, words] = dst.buffer.psum_tag
 
 
 def _accumulate_mask(core, instr: str, dst: View, rows, words, accumulate) -> np.ndarray:
     """Where the result adds onto PSUM (True) rather than overwrites it: a bool array shaped
     like dst, or one numpy bool for every element."""
     if accumulate is None:
-        return core.psum_accumulating[rows, words]
+        return core.psum_writer[rows, words] == dst.buffer.psum_tag
     if accumulate:
-        written = core.psum_accumulating[rows, words]
+        written = core.psum_writer[rows, words] != 0
         if not written.all():
             warn(
                 f"{instr}: accumulate=True onto {int((~written).sum())} PSUM element(s) of "

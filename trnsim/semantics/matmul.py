@@ -297,7 +297,7 @@ def pe_transpose(core, dst: View, data: View, moving: View | None = None) -> Non
         out = np.ascontiguousarray(out).view(np.uint8).astype(np.uint16)  # zero upper byte
     write_bits(dst, out)
     rows, words = psum_words(dst)
-    core.psum_accumulating[rows, words] = True
+    core.psum_writer[rows, words] = dst.buffer.psum_tag
 
 
 def _transpose_dims(data: View) -> tuple[int, int]:
@@ -357,4 +357,4 @@ def nc_transpose(core, *, engine: str, dst: View, data: View, **attrs) -> None:
         write_bits(dst, data.read().reshape(data.shape[0], -1).T)
     if dst.buffer.space == "psum":
         rows, words = psum_words(dst)
-        core.psum_accumulating[rows, words] = True
+        core.psum_writer[rows, words] = dst.buffer.psum_tag
