@@ -3,7 +3,7 @@
 Rule: nki-api.md §3.3 address=.
 """
 # ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
-# expect: AllocationError: sbuf: address \(partition 0, byte 40000000\) with 128 partitions x 16 bytes is outside
+# expect: AllocationError: sbuf: address \(partition 0, byte 10000000\) with 128 partitions x 16 bytes is outside
 import numpy as np
 
 import nki
