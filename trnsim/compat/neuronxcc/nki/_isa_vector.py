@@ -1,11 +1,12 @@
 """Beta-1 nisa Vector-engine arithmetic: tensor_tensor, tensor_scalar, scalar_tensor_tensor,
-tensor_tensor_scan, tensor_reduce, tensor_scalar_reduce (value-returning, dtype= and mask=)."""
+tensor_tensor_scan, tensor_reduce, tensor_scalar_reduce (value-returning, dtype= and mask=),
+and tensor_scalar_cumulative (destination-passing, as AWS's Beta-1 example calls it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from trnsim.compat.neuronxcc.nki._emit import single
+from trnsim.compat.neuronxcc.nki._emit import run, single
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._isa_core import (
     _alu,
@@ -16,10 +17,10 @@ from trnsim.compat.neuronxcc.nki._isa_core import (
     _tile_or_scalar,
 )
 from trnsim.compat.neuronxcc.nki._nl_reduce import reduce
-from trnsim.compat.neuronxcc.nki._state import api
+from trnsim.compat.neuronxcc.nki._state import api, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import ConstraintError
-from trnsim.nki._isa_base import engine
+from trnsim.nki._isa_base import engine, reduce_cmd
 
 # ---------------------------------------------------------------- Vector Engine
 
@@ -206,3 +207,38 @@ def tensor_scalar_reduce(
         mask=mask,
         label="nisa.tensor_scalar_reduce",
     )
+
+
+@api("nisa.tensor_scalar_cumulative")
+def tensor_scalar_cumulative(
+    *,
+    dst: Any,
+    src: Any,
+    op0: Any,
+    op1: Any,
+    imm0: Any,
+    imm1: Any = None,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    **kwargs: Any,
+) -> Any:
+    """Per partition running scan reg = op1(op0(src[i], imm0), reg); dst[i] = reg; returns
+    dst. The instruction and its rules are the current API's (nki.isa.tensor_scalar_cumulative);
+    AWS's Beta-1 examples call it with keywords, writing a declared dst tile."""
+    api_name = "tensor_scalar_cumulative"
+    d, x = _t(dst, "dst", api_name), _t(src, "src", api_name)
+    loc, loops = here()
+    run(
+        "tensor_scalar_cumulative",
+        None,
+        domain=tuple(d.shape),
+        outputs={"dst": (d, None)},
+        inputs={
+            "src": x,
+            "imm0": _tile_or_scalar(imm0, "imm0", api_name),
+            "imm1": _tile_or_scalar(imm1, "imm1", api_name),
+        },
+        attrs={"op0": _alu(op0), "op1": _alu(op1), "reduce_cmd": reduce_cmd},
+        loc=loc,
+        loops=loops,
+    )
+    return dst

@@ -86,8 +86,21 @@ def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
             f"Expected operand 'dst' of 'nl.store' to be in address space 'hbm', "
             f"but got a tile in '{space}' instead.",
         )
+    if isinstance(value, _copy.SCALARS):
+        # AWS's nl.store example stores a Python scalar ("effectively a memset"): the value
+        # goes through a memset tile of dst's shape and dtype, then the DMA.
+        value = single(
+            "memset",
+            shape=tuple(dst.shape),
+            dtype=dst.dtype,
+            inputs={"value": value},
+            mask=mask,
+            label="nl.store",
+        )
     if not isinstance(value, tensor):
-        raise ConstraintError(f"nl.store: value must be a tile, got {type(value).__name__}")
+        raise ConstraintError(
+            f"nl.store: value must be a tile or a scalar, got {type(value).__name__}"
+        )
     _copy.copy_into(dst, value, mask=as_mask(mask), what="nl.store")
 
 

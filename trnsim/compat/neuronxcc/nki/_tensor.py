@@ -176,6 +176,12 @@ class tensor:
         return self._shape[0] if self._shape else 1
 
     def __bool__(self) -> bool:
+        # err_dynamic_control_flow_not_supported is about a tile's *value* (its documented
+        # example branches on nl.load(a)). An HBM tensor handle, e.g. an optional kernel
+        # argument, is truthy like any Python object: AWS's Beta-1 tensor_scalar_cumulative
+        # example loads `imm1` only `if imm1`. A `while` on it would never end: refused.
+        if self._pending is None and not self.on_chip and not _in_while():
+            return True
         raise _truth_value_error()
 
     def __iter__(self) -> Any:
@@ -418,6 +424,12 @@ class tensor:
 
     def __itruediv__(self, value: Any) -> tensor:
         return self._inplace_op(value, "divide")
+
+
+def _in_while() -> bool:
+    """True if the user's statement asking a truth value is a `while`."""
+    loc = capture_location()
+    return loc is not None and loc.code.startswith("while")
 
 
 def _truth_value_error() -> KernelError:

@@ -5,6 +5,8 @@ The same objects as neuronxcc.nki.isa.engine, .dge_mode, ... (AWS's per-API exam
 `nisa.constants.engine`).
 """
 
+from __future__ import annotations
+
 from trnsim.compat.neuronxcc.nki._isa_core import dge_mode, engine, nc_version, reduce_cmd
 from trnsim.nki._isa_base import oob_mode
 
