@@ -133,9 +133,8 @@ def _allocate_on_chip(
     strides[pdim] = f_total
     base = Layout(dtype, 0, logical, tuple(strides))
     if direct is None and math.prod(logical[:pdim]) > 1:
-        try:
-            view = ctx.core.allocate(space, (parts, f_total), dtype, name)
-        except AllocationError:  # does not fit whole: allocated block by block (see _spill)
+        view = _whole_if_fits(ctx, st, space, (parts, f_total), dtype, name)
+        if view is None:  # allocated block by block (see _spill)
             blocks = _spill.block_slots(ctx, space, logical, pdim, dtype, name)
             st.enter_scope(blocks)
             return tensor.whole(blocks, base, pdim)
@@ -143,6 +142,21 @@ def _allocate_on_chip(
         view = _allocate_whole(ctx, space, (parts, f_total), dtype, name, address, direct)
     st.enter_scope(view.buffer)
     return tensor.whole(view.buffer, base, pdim)
+
+
+def _whole_if_fits(
+    ctx: Any, st: Any, space: str, shape: tuple[int, int], dtype: dt.DType, name: str
+) -> View | None:
+    """A block tensor in one allocation, if its launch's placement tries that and it fits."""
+    placement = st.placement or _spill.Placement()
+    if not placement.whole_first:
+        return None
+    try:
+        view = ctx.core.allocate(space, shape, dtype, name)
+    except AllocationError:
+        return None
+    placement.placed_whole = True
+    return view
 
 
 def _allocate_whole(

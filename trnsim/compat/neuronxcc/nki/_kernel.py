@@ -144,13 +144,14 @@ class Kernel(GAKernel):
         args = tuple(_concrete(a) for a in args)
         kwargs = {k: _concrete(v) for k, v in kwargs.items()}
 
-        def entry(*dev_args: Any, **dev_kwargs: Any) -> Any:
-            return _program(self, *dev_args, **dev_kwargs)
+        def attempt(placement: _spill.Placement) -> KernelRun:
+            def entry(*dev_args: Any, **dev_kwargs: Any) -> Any:
+                state_of(current("neuronxcc.nki kernel")).placement = placement
+                return _program(self, *dev_args, **dev_kwargs)
 
-        entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
-        entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
-        entry.source_fn = self.fn  # type: ignore[attr-defined]  # messages name its parameters
-        try:
+            entry.__name__ = entry.__qualname__ = getattr(self.fn, "__name__", "kernel")
+            entry.cooperative = uses_all_reduce(self.fn)  # type: ignore[attr-defined]
+            entry.source_fn = self.fn  # type: ignore[attr-defined]  # messages name parameters
             return run_kernel(
                 entry,
                 args,
@@ -162,6 +163,9 @@ class Kernel(GAKernel):
                 seed=int(opts.get("seed", 0)),
                 cores_for_grid=self.cores,
             )
+
+        try:
+            return _spill.placed_launch(attempt)
         except RuntimeIndexError as e:
             # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
             # index under oob_mode.error (the dma_copy docs' example asserts that type and

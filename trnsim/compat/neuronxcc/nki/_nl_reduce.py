@@ -304,7 +304,9 @@ def loop_reduce(
 
 
 def _assignment_target(frame: Any) -> Any:
-    """The current value of the variable the calling line assigns to (`b = ...`)."""
+    """The current value of what the calling line assigns to: the variable (`b = ...`), or
+    the access it subscripts (`b[i, nl.arange(128)[:, None], 0] = ...`: one block of a
+    block-dimension tensor), evaluated in the caller's frame."""
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     try:
         node = ast.parse(line).body[0]
@@ -321,5 +323,10 @@ def _assignment_target(frame: Any) -> Any:
         if isinstance(t, ast.Name):
             return frame.f_locals.get(t.id)
         if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-            return frame.f_locals.get(t.value.id)
+            if t.value.id not in frame.f_locals:
+                return None
+            load = ast.Subscript(value=t.value, slice=t.slice, ctx=ast.Load())
+            tree = ast.fix_missing_locations(ast.Expression(load))
+            expr = compile(tree, frame.f_code.co_filename, "eval")
+            return eval(expr, frame.f_globals, frame.f_locals)  # the user's own target
     return None

@@ -15,10 +15,12 @@ such a tensor does not fit where trnsim would place it whole, its storage is a `
   compiler, knowing its last use, would not have saved it): `finish` drops those spills from
   the program at the end of the kernel, and the trace shows only the spills that carry values.
 
-The eviction order is trnsim's choice; the compiler's is not documented. PSUM blocks are
-evicted only when dead: reading a PSUM block after its eviction raises UnsupportedError
-(PSUM spills are not simulated). Knows blocks and slots; instructions go through
-NeuronCore.issue.
+Whether a block tensor that fits whole at its declaration is placed whole or block by block is
+the launch's `Placement`: whole first, and block by block for every block tensor when that runs
+out of memory (`placed_launch`). The eviction order is trnsim's choice; the compiler's is not
+documented. PSUM blocks are evicted only when dead: reading a PSUM block after its eviction
+raises UnsupportedError (PSUM spills are not simulated). Knows blocks and slots; instructions
+go through NeuronCore.issue.
 """
 
 from __future__ import annotations
@@ -26,12 +28,38 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.errors import AllocationError, UnsupportedError
 from trnsim.memory import Layout, TensorLabel, View, interned
 from trnsim.program import SourceLocation, capture_location
+
+
+class Placement:
+    """How one launch places tensors with block dimensions. First attempt: one allocation of
+    the whole tensor when it fits at its declaration (fewer, larger instructions), else block
+    by block. The compiler gives a block memory only while it is live, so a tensor placed
+    whole early may hold memory a block tensor needs before the first is used: a launch that
+    then runs out of memory runs again with every block tensor placed block by block
+    (`placed_launch`), and only that attempt's AllocationError is final."""
+
+    def __init__(self, whole_first: bool = True) -> None:
+        self.whole_first = whole_first
+        self.placed_whole = False  # some block tensor of this attempt was placed whole
+
+
+def placed_launch(attempt: Callable[[Placement], Any]) -> Any:
+    """attempt(placement), again by live block if the first placement ran out of memory."""
+    first = Placement()
+    try:
+        return attempt(first)
+    except AllocationError:
+        if not first.placed_whole:
+            raise
+    return attempt(Placement(whole_first=False))
+
 
 # Attribute of the spill ("save") and reload DMAs: their profiler queue is qSyncSpillReload and
 # the summary counts them as spill_save_bytes / spill_reload_bytes, as neuron-profile does.
