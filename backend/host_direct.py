@@ -32,17 +32,33 @@ _STATIC_SHAPES = frozenset({
 })
 
 
+class _Defined:
+    """An op that ATen's CPU kernel defines as another op with fixed trailing arguments
+    (relu is clamp_min(self, 0): ATen native/Activation.cpp), run through that op's out=."""
+
+    def __init__(self, out_op: Any, extra: tuple):
+        self.out_op, self.extra = out_op, extra
+
+    def __call__(self, *args: Any, out: torch.Tensor, **kwargs: Any) -> Any:
+        return self.out_op(*args, *self.extra, out=out, **kwargs)
+
+
+# relu's out= overload is composite (a temporary and a copy); its CPU kernel is clamp_min.
+_DEFINED_AS = {torch.ops.aten.relu.default: _Defined(torch.ops.aten.clamp_min.out, (0,))}
+
+
 def out_overload(op: Any) -> Any:
     """The out= overload computing what pointwise `op` computes, or None."""
     try:
         return _OUT_OF[op]
     except KeyError:
         pass
-    found = None
+    found = _DEFINED_AS.get(op)
     schema = getattr(op, "_schema", None)
     tags = getattr(op, "tags", ())
-    if (schema is not None and (torch.Tag.pointwise in tags or torch.Tag.reduction in tags
-                                or op in _STATIC_SHAPES)
+    if (found is None and schema is not None
+            and (torch.Tag.pointwise in tags or torch.Tag.reduction in tags
+                 or op in _STATIC_SHAPES)
             and torch.Tag.dynamic_output_shape not in tags
             and not any(a.alias_info is not None for a in schema.arguments)
             and not any(r.alias_info is not None for r in schema.returns)

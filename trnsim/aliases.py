@@ -68,8 +68,8 @@ def _real_installation(alias: str) -> bool:
 def install_nki_aliases(force: bool = False) -> list[str]:
     """Make `nki`, `neuronxcc.nki` and `neuron_dtypes` import trnsim's implementations.
 
-    A real installation of any of them is left alone unless force=True.
-    Returns the aliases installed.
+    A real installation of any of them is left alone unless force=True, and `neuron_dtypes`
+    is served only beside trnsim's nki (never under a real one). Returns the aliases installed.
     """
     chosen = {}
     for alias, real in ALIASES.items():
@@ -80,6 +80,8 @@ def install_nki_aliases(force: bool = False) -> list[str]:
                 continue
         except ModuleNotFoundError:
             continue
+        if alias == "neuron_dtypes" and not force and not ({"nki", "neuronxcc"} & set(chosen)):
+            continue  # AWS's dtypes beside a real nki stay theirs: no mixed installation
         chosen[alias] = real
         if force:
             for name in [m for m in sys.modules if m == alias or m.startswith(alias + ".")]:

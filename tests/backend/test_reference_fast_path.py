@@ -21,6 +21,7 @@ CASES = [
     ("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor")),
     ("broadcast", lambda a, b: a[:, :1] - b[:1]),
     ("transposed", lambda a, b: a.t() * b.t()),
+    ("relu", lambda a, b: torch.relu(a - 0.5) + torch.relu(b.t()).t()),
     ("int_true_div", lambda a, b: (a * 10).to(torch.int32) / 3),
     ("sum_dims", lambda a, b: a.sum(0) + b.sum(1, keepdim=True)),
     ("mean_then_amax", lambda a, b: a.mean(1) * b.amax(0)[:1]),
@@ -67,11 +68,22 @@ def test_scalar_types_keep_their_result_dtypes_apart(dev):
 
 
 def test_ops_without_a_cpu_out_kernel_take_the_functional_path():
-    assert host_direct.out_overload(torch.ops.aten.relu.default) is None  # out= is composite
     assert host_direct.out_overload(torch.ops.aten.add_.Tensor) is None  # in place
     assert host_direct.out_overload(torch.ops.aten.nonzero.default) is None  # not pointwise
     assert host_direct.out_overload(torch.ops.aten.masked_select.default) is None
     assert host_direct.out_overload(torch.ops.aten.mm.default) is torch.ops.aten.mm.out
+
+
+def test_relu_runs_as_clamp_min_bit_for_bit(dev):
+    """relu's out= is composite; ATen defines its CPU kernel as clamp_min(self, 0), whose
+    out= overload the fast path takes: NaN, -0.0 and infinities come out as the CPU's."""
+    x = torch.tensor([float("nan"), -0.0, 0.0, -1.5, 2.0, float("inf"), -float("inf")])
+    want = torch.relu(x)
+    for _ in range(3):
+        got = torch.relu(x.to(dev)).cpu()
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    with pytest.raises(RuntimeError, match="Boolean inputs not supported for relu"):
+        torch.relu(torch.tensor([True]).to(dev))
 
 
 def test_collector_freeze_at_registration():

@@ -3,7 +3,7 @@
 Rule: nki-api.md §3.3 (PSUM on a bank boundary).
 """
 # ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
-# expect: ConstraintError: nl.ndarray: PSUM address free offset 100 \(400 bytes\) is not on a PSUM bank boundary
+# expect: ConstraintError: nl.ndarray: PSUM address free offset 100 bytes is not on a PSUM bank boundary; PSUM tensors start at a multiple of 2048 bytes
 import numpy as np
 
 import nki
