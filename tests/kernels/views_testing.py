@@ -7,6 +7,7 @@ import nki
 import numpy as np
 import pytest
 from kernel_testing import Strided
+from source_paths import assert_no_internal_path
 
 from trnsim.errors import ConstraintError
 
@@ -84,4 +85,4 @@ def assert_rejected_views(match: str, kernel, *args, **attrs) -> None:
     assert loc is not None
     assert loc.filename == __file__
     assert "kernel(*views, **attrs)" in loc.code
-    assert "/trnsim/" not in str(exc.value)
+    assert_no_internal_path(str(exc.value))
