@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from source_paths import assert_no_internal_path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cc_kernels as K
@@ -126,7 +127,7 @@ def _error(kernel, n=2, **kw):
     xs = _inputs(n)
     with pytest.raises(KernelError) as ei:
         _run(kernel, [(x,) for x in xs], **kw)
-    assert "trnsim/" not in str(ei.value).replace("\\", "/").split("\n")[0] or True
+    assert_no_internal_path(str(ei.value))
     return ei.value
 
 
