@@ -1,8 +1,8 @@
 """Where the simulator's own files live, for tests that a message names none of them.
 
 The check compares with the package's real install directory, never with a path fragment
-such as "/trnsim/": a checkout cloned into a folder named `trnsim` (git's default) puts that
-fragment into every user path too.
+such as the package's name between slashes: a checkout cloned into a folder named `trnsim`
+(git's default) puts that fragment into every user path too.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def _internal_relpaths() -> tuple[str, ...]:
 @functools.cache
 def _relative_pattern() -> re.Pattern:
     """A module's relative path standing on its own (not the tail of a user's absolute path
-    such as /home/me/trnsim/core.py)."""
+    such as a core.py under a user's own folder named trnsim)."""
     names = "|".join(re.escape(p) for p in _internal_relpaths())
     return re.compile(rf"(?<![\w/.~-])(?:{names})")
 
