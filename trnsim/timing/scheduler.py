@@ -30,6 +30,7 @@ from trnsim.timing.compiler import (
 from trnsim.timing.costs import CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import DmaSystem
+from trnsim.timing.engines import EngineIssueMixin
 from trnsim.timing.ports import Ports
 from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TABLE_LOAD, TENSOR, Statics
 from trnsim.timing.throttle import Throttle
@@ -39,7 +40,7 @@ _LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 _NOT_READY = (-1, -1)
 _NOT_READY3 = (-1, -1, -1)
 
-class Scheduler(BarrierMixin):
+class Scheduler(BarrierMixin, EngineIssueMixin):
     """Times a program record on a chip. One use: `Scheduler(chip).run(program)`.
 
     Everything an instruction's timing needs that does not depend on time (cost in ticks,
@@ -370,96 +371,6 @@ class Scheduler(BarrierMixin):
                 break
             head += 1
         q.head = head
-
-    # ------------------------------------------------------------ engines
-    def _issue_compute(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
-        ii, lat = self._ticks[i]
-        free = q.free
-        t = free if free > ready else ready
-        ports = self._port_keys[i]
-        if ports is not None:
-            t = self.ports.reserve(ports, q.engine, t, ii)
-        tl = self._tl
-        if ready > free:
-            tl.wait[i], tl.blocker[i] = ready - free, blocker
-        tl.start[i], tl.issue_end[i] = t, t + ii
-        q.free, q.last = t + ii, i
-        end = t + lat
-        if end > q.cum:
-            q.cum = end
-        self._complete(i, end, q.cum)
-        return True
-
-    def _issue_after_table_load(self, i: int, qid: int, q: EngineQueue) -> bool:
-        """The activation table load (ACT_TABLE_LOAD) runs on the queue as soon as the queue
-        reaches it (it needs no data), then the activation issues as usual."""
-        loads = self._tl.table_loads
-        if i not in loads:
-            loads[i] = (q.free, q.free + self._act_load)
-            q.free += self._act_load
-        return self._issue_compute(i, qid, q)
-
-    def _issue_tensor(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ls_ready, ready, blocker = self._ready_tensor(i, qid)
-        if ready < 0:
-            return False
-        ii, lat, ls_ii, ls_lat, cells = self._ticks[i]
-        # Two weight buffers per PE cell: LoadStationary loads in the background once the
-        # previous MultiplyMoving on its cells has started (freeing the other buffer); the pair
-        # then runs at the slower of the two IIs (NKI-ARCH-V2 background LoadStationary).
-        # LoadStationary and MultiplyMoving each issue in order; a matmul tiled onto part of
-        # the array waits only for its own cells, so matmuls on disjoint tiles overlap.
-        pe = q.pe
-        ls_t = max(q.free, ls_ready, pe.started_at(cells))
-        ls_issue_end = ls_t + ls_ii
-        free_before = pe.free_at(cells)
-        mm_t = max(free_before, ready, ls_issue_end, q.mm_start)
-        mm_ii = self._throttles[q.key[0]].stretch(mm_t, ii)
-        tl = self._tl
-        tl.ls[i] = (ls_t, ls_t + ls_lat)
-        q.free = ls_issue_end
-        q.mm_start = mm_t
-        pe.occupy(cells, mm_t, mm_t + mm_ii)
-        end = mm_t + lat + (mm_ii - ii)
-        wait = ready - max(free_before, ls_issue_end)
-        if wait > 0:
-            tl.wait[i], tl.blocker[i] = wait, blocker
-        tl.start[i], tl.issue_end[i] = mm_t, mm_t + mm_ii
-        q.last = i
-        if end > q.cum:
-            q.cum = end
-        self._complete(i, end, q.cum)
-        return True
-
-    def _issue_dma(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
-        tl = self._tl
-        plan = tl.dma[i][0]
-        free = q.free
-        t = free if free > ready else ready
-        issue_end = trig_end = t + self._ticks[i][0]
-        if plan.dge == "hwdge":
-            trig_end = self.ports.dge(q.key[0], issue_end)
-        data_ready = trig_end + self._trigger_latency
-        if self._queue_cost:
-            # The DMA queue takes its transfers one at a time (dma.queue_dma_overhead_ns each).
-            qkey = (q.key[0], plan.queue)
-            data_ready = max(data_ready, self._dma_queue_free.get(qkey, 0)) + self._queue_cost
-            self._dma_queue_free[qkey] = data_ready
-        if plan.extra_latency_ns:  # a route's hops: in flight, not holding the queue
-            data_ready += round(plan.extra_latency_ns * self.ticks_per_ns)
-        if ready > free:
-            tl.wait[i], tl.blocker[i] = ready - free, blocker
-        tl.start[i], tl.issue_end[i] = t, issue_end
-        tl.dma[i] = (plan, trig_end, data_ready)
-        q.free = issue_end
-        self.dma.submit(i, q.key[0], plan, data_ready)
-        return True
 
 
 def _flows_from(deps: list[tuple[int, str, str]], producer: int) -> bool:
