@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from trnsim import dtypes as dt
+from trnsim import wide_fp
 from trnsim.errors import AllocationError, OutOfBoundsError
 from trnsim.program import Region, SourceLocation
 
@@ -54,6 +55,9 @@ class Buffer:
     # The ticket of this on-chip tile's poison fill while it is deferred (hostmem.PendingFills
     # of its memory); 0: none.
     fresh: int = 0
+    # NKI_PRECISE_FP=0: the fp32 values written through low-precision float views, per dtype
+    # name (trnsim.wide_fp); None: none kept.
+    wide: dict[str, np.ndarray] | None = None
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
@@ -381,12 +385,18 @@ class View:
         return np.array(self.array(), copy=True)
 
     def read_f32(self) -> np.ndarray:
-        """The values as the engines see them: converted to fp32."""
-        return dt.to_float32(self.array())
+        """The values as the engines see them: converted to fp32 (NKI_PRECISE_FP=0: the fp32
+        values kept where the bytes still hold them rounded, trnsim.wide_fp)."""
+        raw = self.array()
+        if self.buffer.wide is not None and wide_fp.ACTIVE:
+            return wide_fp.overlay(self, raw, dt.to_float32(raw))
+        return dt.to_float32(raw)
 
     def write(self, values: np.ndarray | float | int) -> None:
         """Store values (any numeric array broadcastable to the shape), cast to the dtype."""
         vals = np.asarray(values)
+        if wide_fp.ACTIVE and wide_fp.keeps(self.dtype):
+            wide_fp.keep(self, dt.to_float32(vals))
         if vals.dtype != self.dtype.storage or self.dtype.name == "tfloat32":
             vals = dt.cast(vals, self.dtype)
         if vals.shape != self.layout.shape:
@@ -397,6 +407,8 @@ class View:
 
     def write_raw(self, values: np.ndarray) -> None:
         """Store values already in storage type, bit for bit."""
+        if self.buffer.wide is not None and wide_fp.ACTIVE and wide_fp.keeps(self.dtype):
+            wide_fp.keep(self, dt.to_float32(values))  # the kept values follow the bytes
         if self.buffer.fresh or self.buffer.poison is not None:
             np.broadcast_shapes(np.shape(values), self.layout.shape)  # raises before the drop
             _overwriting(self.buffer, self.layout)

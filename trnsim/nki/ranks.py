@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trnsim import wide_fp
 from trnsim.core import Device
 from trnsim.errors import ConstraintError, KernelError
 from trnsim.gcpause import gc_paused
@@ -224,7 +225,7 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
             if lnc > 1:
                 ctx.extra["lnc"] = rank_progs
             bodies.append(functools.partial(_run_program, ctx, k.fn, dargs, dkw))
-    with gc_paused():
+    with gc_paused(), wide_fp.launch():
         results = programs.run(bodies)
     outputs = []
     for r in range(n):

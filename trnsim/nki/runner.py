@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trnsim import wide_fp
 from trnsim.core import NUMERICS, Device
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.gcpause import gc_paused
@@ -205,7 +206,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
         contexts.append(ctx)
     bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
               for ctx in contexts]
-    with gc_paused():
+    with gc_paused(), wide_fp.launch():
         if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
             # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
             programs = Programs(len(contexts))

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
+from trnsim import wide_fp
 from trnsim.memory import View
 from trnsim.semantics import _vector_rules as R
 from trnsim.semantics import semantics
@@ -52,7 +53,7 @@ def check_tensor_copy_dynamic_dst(**kw: Any) -> None:
 def tensor_copy(core: Any, *, engine: str, dst: View, src: View) -> None:
     """Vector/GpSimd copy bit-exactly when dtypes match; otherwise (and always on ScalarE)
     through fp32, so integers beyond 2^24 round (nki-api.md §5A.2)."""
-    if src.dtype == dst.dtype and engine != "scalar":
+    if src.dtype == dst.dtype and engine != "scalar" and not wide_fp.kept(src):
         # No copy of src first: numpy copies overlapping source memory itself when assigning.
         dst.write_raw(src.array().reshape(dst.shape))
     else:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
+from trnsim import wide_fp
 from trnsim.errors import ConstraintError, OutOfBoundsError, RuntimeIndexError
 from trnsim.memory import View
 from trnsim.semantics import _ops, semantics
@@ -176,6 +177,9 @@ def dma_copy(
     if not rmw and _dynamic(src) is None and _dynamic(dst) is None:
         # Static addresses (the common case): gather + scatter without the copy and the mask
         # (numpy copies overlapping source memory itself before assigning).
+        if wide_fp.kept(src):  # NKI_PRECISE_FP=0: the kept fp32 values move
+            dst.write(src.read_f32().reshape(dst.shape))
+            return
         vals = src.array()
         if vals.shape != tuple(dst.shape):
             vals = vals.reshape(dst.shape)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trnsim import wide_fp
 from trnsim.errors import UnsupportedError
 from trnsim.memory import View
 from trnsim.program import capture_location
@@ -211,7 +212,10 @@ def _matrix(core, key: str, v: View, double_row: bool, work: type = np.float64) 
     k = v.shape[0]
     x = _scratch(core, key, (k, v.size // k if k else 0), work)
     if x.size:
-        _FILLS.get(v.dtype.name, _fill_generic)(core, key, x.reshape(v.shape), v)
+        if wide_fp.kept(v):  # NKI_PRECISE_FP=0 kept fp32 values: read_f32 has them
+            np.copyto(x.reshape(v.shape), v.read_f32(), casting="unsafe")
+        else:
+            _FILLS.get(v.dtype.name, _fill_generic)(core, key, x.reshape(v.shape), v)
     if double_row:
         return x.reshape(k, 2, -1).reshape(k * 2, -1)
     return x
