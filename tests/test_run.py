@@ -150,6 +150,30 @@ def test_pytest_plugin_runs_an_existing_suite(tmp_path):
     assert r.returncode != 0  # without --trnsim there is no `nki` to import
 
 
+def test_pytest_plugin_profiles_each_test(tmp_path):
+    """--trnsim-profile DIR: each test's launches become DIR/<test id>.pftrace and its summary;
+    the simulated time is a junitxml property and the terminal summary lists the tests."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "test_user.py").write_text(PYTEST_FILE + "\n\ndef test_no_kernel():\n    pass\n")
+    out = tmp_path / "profiles"
+    args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py", "--trnsim",
+            "--trnsim-profile", str(out), "--junitxml", str(tmp_path / "j.xml")]
+    r = _python(args, str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    traces = sorted(p.name for p in out.iterdir())
+    assert traces == ["test_user.py.test_add_one.pftrace",
+                      "test_user.py.test_add_one.pftrace.summary.json"], traces
+    summary = json.loads((out / traces[1]).read_text())
+    launches = summary["launches"]
+    assert launches[0]["kernel"] == "add_one" and launches[0]["total_time_us"] > 0
+    props = {p.get("name"): float(p.get("value"))
+             for p in ET.parse(tmp_path / "j.xml").getroot().iter("property")}
+    assert props["trnsim_time_us"] == pytest.approx(launches[0]["total_time_us"], abs=1e-3)
+    assert "trnsim profiles" in r.stdout and "1 timeline(s) in" in r.stdout
+
+
 # ---------------------------------------------------------------- in-process entry points
 def _scale_kernel(a, factor=2.0):
     out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from trnsim import cli_checks, trace_files
 from trnsim.cli import command, run_script
@@ -91,7 +92,6 @@ def _profile(args: argparse.Namespace) -> int:
     cli_checks.check_chip(args.chip)
     cli_checks.check_dma_rows(args.dma_rows)
     from trnsim.nki.runner import record_launches, stop_recording
-    from trnsim.timing.profile import time_program
     from trnsim.viz import plot
 
     if args.chip is not None:
@@ -106,14 +106,7 @@ def _profile(args: argparse.Namespace) -> int:
     if not runs:
         print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
         return 1
-    profiles = []
-    for r in runs:
-        prof = time_program(r.program, r.chip, reorder=not args.as_written)
-        prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
-        profiles.append((r.kernel_name, prof))
-    trace = report.concatenate(profiles, args.dma_rows)
-    summaries = [report.summary(p, name) for name, p in profiles]
-    trace_files.write(trace, summaries, args.output)
+    trace, summaries = write_profile(runs, args.output, args.dma_rows, not args.as_written)
     for s in summaries:
         print(report.format_summary(s))
     print(f"wrote {args.output} ({len(runs)} launch{'es' if len(runs) > 1 else ''})")
@@ -121,6 +114,24 @@ def _profile(args: argparse.Namespace) -> int:
         plot(trace, args.png)
         print(f"wrote {args.png}")
     return 0
+
+
+def write_profile(runs: list, output: str, dma_rows: str = "queue",
+                  reorder: bool = True) -> tuple[Any, list[dict]]:
+    """Time recorded launches (trnsim.nki.runner.KernelRun) and write them as one trace (and
+    its summary file) to `output`; returns the trace and the launches' summaries."""
+    from trnsim import report
+    from trnsim.timing.profile import time_program
+
+    profiles = []
+    for r in runs:
+        prof = time_program(r.program, r.chip, reorder=reorder)
+        prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
+        profiles.append((r.kernel_name, prof))
+    trace = report.concatenate(profiles, dma_rows)
+    summaries = [report.summary(p, name) for name, p in profiles]
+    trace_files.write(trace, summaries, output)
+    return trace, summaries
 
 
 def _summaries(path: str) -> list[dict]:
