@@ -121,6 +121,39 @@ def test_nkiobject_structural_equality():
     assert Cfg(128, "a") != Cfg(64, "a")
 
 
+def test_nkiobject_fields_may_be_assigned_after_construction():
+    """A record built with some of its annotated fields and completed by a method (as
+    nki-library's MoE and MLP kernels build their dimension records), with or without
+    @dataclass; a field never assigned is an AttributeError when read."""
+
+    class Dims(nl.NKIObject):
+        T: int
+        H: int
+        shard: int
+        tiles: int = 0
+
+        def derive(self, shards):
+            self.shard = self.H // shards
+            self.tiles = self.shard // 128
+
+    @dataclass
+    class Consts(nl.NKIObject):
+        a: int
+        b: int
+        rest: int
+
+    d = Dims(T=4, H=1024)
+    assert d.tiles == 0 and not hasattr(d, "shard")
+    d.derive(2)
+    assert (d.shard, d.tiles) == (512, 4)
+    c = Consts(a=1, b=2)
+    assert (c.a, c.b) == (1, 2)
+    with pytest.raises(AttributeError, match="rest"):
+        _ = c.rest
+    with pytest.raises(TypeError, match="unexpected"):
+        Dims(T=1, width=3)
+
+
 def test_truth_value_of_one_element_tile_is_its_value():
     """A 1-element tile is true when its value is non-zero (AWS's CPU simulator)."""
 

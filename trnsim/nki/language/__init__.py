@@ -72,7 +72,8 @@ class NKIObject(metaclass=_NKIObjectType):
     "Simple classes deriving from NKIObject (dataclass-like, structural ==)" (nki-api.md
     §5.2): without an __init__ of its own (or @dataclass), a subclass is built from its
     annotated fields like a dataclass (keyword or positional arguments, class defaults,
-    __post_init__), as nki-library's argument classes expect
+    __post_init__; a field given no value and no default stays unset until assigned), as
+    nki-library's argument classes expect
     (`RmsNormQuantKernelArgs(lower_bound=0.1)`); plain class attributes with defaults
     (`section_idx = None`) are accepted as keyword arguments too, also when @dataclass gave
     the class an __init__ without them (_NKIObjectType).
@@ -93,9 +94,15 @@ class NKIObject(metaclass=_NKIObjectType):
         for name in [k for k in kwargs if k not in names]:  # un-annotated class attributes
             setattr(self, name, kwargs[name])
         for name in names:
-            if name not in values and not hasattr(type(self), name):
-                raise TypeError(f"{type(self).__name__}(): missing argument {name!r}")
-            setattr(self, name, values[name] if name in values else getattr(type(self), name))
+            if name in values:
+                setattr(self, name, values[name])
+            elif hasattr(type(self), name):
+                setattr(self, name, getattr(type(self), name))
+            # else: left unset, to be assigned later (reading it first is an AttributeError).
+            # Unlike a dataclass, an NKIObject need not be given every annotated field:
+            # nki-library's production kernels build their dimension records with some fields
+            # and set the rest in a method (moe_cte's DimensionSizes: I_TP_sharded, GUP_N_TILES
+            # in derive_all_dims; mlp_tkg's constants omit remainderIFused).
         post = getattr(self, "__post_init__", None)
         if post is not None:
             post()
