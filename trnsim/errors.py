@@ -45,6 +45,15 @@ class AllocationError(KernelError):
     """A memory space is full: says requested, free and capacity."""
 
 
+class LivenessMiss(AllocationError):
+    """A tile trnsim freed after what looked like its last use was used again; the runner runs
+    the launch again keeping it (trnsim.nki.liveness). `key` names the tile across runs."""
+
+    def __init__(self, message: str, key: tuple) -> None:
+        super().__init__(message)
+        self.key = key
+
+
 class HostMemoryError(AllocationError):
     """The host has too little RAM for what the simulated memories must hold: says the bytes
     needed and available (raised before the memory is touched, never an OOM kill)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim import wide_fp
-from trnsim.errors import AllocationError, OutOfBoundsError
+from trnsim.errors import AllocationError, LivenessMiss, OutOfBoundsError
 from trnsim.program import Region, SourceLocation
 
 if TYPE_CHECKING:
@@ -58,6 +58,11 @@ class Buffer:
     # NKI_PRECISE_FP=0: the fp32 values written through low-precision float views, per dtype
     # name (trnsim.wide_fp); None: none kept.
     wide: dict[str, np.ndarray] | None = None
+    # trnsim.nki.liveness: the tile's key across runs of a launch, its birth (program length
+    # at its allocation), and whether trnsim freed it after its last use so far.
+    live_key: tuple | None = None
+    born: int = 0
+    liveness_freed: bool = False
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
@@ -201,6 +206,9 @@ def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
     """Raise OutOfBoundsError if the layout leaves its buffer (or a partition, on chip), and
     AllocationError if the buffer's space was reclaimed (trnsim.nki.tile_reuse)."""
     if buf.reclaimed:
+        if buf.liveness_freed:  # its last use was not its last: the launch runs again
+            raise LivenessMiss(f"{what}: {buf.label} was used after trnsim freed it",
+                               buf.live_key)
         raise AllocationError(f"{what}: {buf.label} can no longer be used: {buf.reclaimed}; "
                               "keeping it alive needs more memory than there is")
     # A view is checked when it is made and again by each instruction using it: remember the

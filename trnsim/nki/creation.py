@@ -134,7 +134,8 @@ def ndarray(
             view = ctx.core.allocate(region.value, shape, dtype, name, address, loc=loc)
         else:
             view = allocate_reusing(
-                ctx, loc, lambda: ctx.core.allocate(region.value, shape, dtype, name, loc=loc)
+                ctx, loc, lambda: ctx.core.allocate(region.value, shape, dtype, name, loc=loc),
+                region.value,
             )
     else:
         if address is not None:

@@ -14,8 +14,9 @@ from typing import Any
 
 from trnsim import wide_fp
 from trnsim.core import NUMERICS, Device
-from trnsim.errors import ConstraintError, KernelError, SimulationWarning
+from trnsim.errors import ConstraintError, KernelError, LivenessMiss, SimulationWarning
 from trnsim.gcpause import gc_paused
+from trnsim.nki import liveness
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
 from trnsim.nki.host_io import (
     HostArgument,
@@ -181,42 +182,64 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if numerics not in NUMERICS:
         raise ConstraintError(f"numerics={numerics!r}: allowed {', '.join(map(repr, NUMERICS))}",
                               capture_location())
-    device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool,
-                    numerics=numerics)
-    device.progress = _PROGRESS.get()
     grid = tuple(grid) if grid else ((lnc,) if lnc > 1 else ())
     ncores = lnc if generation == "ga" else max(1, cores_for_grid)
-    host: list[HostArgument] = []
-    labels = _parameter_names(kernel, len(args))
-    try:
-        dev_args = [_arg_to_device(device, a, f"arg{i}", labels[i], host)
-                    for i, a in enumerate(args)]
-        dev_kwargs = {k: _arg_to_device(device, v, k, k, host) for k, v in kwargs.items()}
-    except KernelError as e:  # an argument refused: at the line that launched the kernel
-        raise e.with_loc(capture_location()) from None
-    if values and guard_writes(host):
-        device.guarded = True
-    check_annotations(kernel, dev_args, dev_kwargs)
-    shared: dict[Any, Any] = {}
-    contexts = []
-    for n, pid in enumerate(grid_points(grid)):
-        ctx = KernelContext(device, device.core(n % ncores), pid, grid, generation)
-        ctx.extra["shared_allocs"] = shared
-        ctx.extra["shared_seq"] = 0
-        contexts.append(ctx)
-    bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
-              for ctx in contexts]
-    with gc_paused(), wide_fp.launch():
-        if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
-            # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
-            programs = Programs(len(contexts))
-            for ctx in contexts:
-                ctx.extra["lnc"] = programs
-            result = programs.run(bodies)[-1]
+
+    def attempt(plan: liveness.Plan | None) -> tuple[Device, Any, list[HostArgument]]:
+        device = Device(spec, values=values, seed=seed, hbm=hbm, onchip_pool=onchip_pool,
+                        numerics=numerics)
+        device.progress = _PROGRESS.get()
+        host: list[HostArgument] = []
+        labels = _parameter_names(kernel, len(args))
+        try:
+            dev_args = [_arg_to_device(device, a, f"arg{i}", labels[i], host)
+                        for i, a in enumerate(args)]
+            dev_kwargs = {k: _arg_to_device(device, v, k, k, host) for k, v in kwargs.items()}
+        except KernelError as e:  # an argument refused: at the line that launched the kernel
+            raise e.with_loc(capture_location()) from None
+        if values and guard_writes(host):
+            device.guarded = True
+        check_annotations(kernel, dev_args, dev_kwargs)
+        shared: dict[Any, Any] = {}
+        contexts = []
+        for n, pid in enumerate(grid_points(grid)):
+            ctx = KernelContext(device, device.core(n % ncores), pid, grid, generation)
+            ctx.extra["shared_allocs"] = shared
+            ctx.extra["shared_seq"] = 0
+            ctx.extra["liveness"] = plan
+            contexts.append(ctx)
+        bodies = [functools.partial(_run_program, ctx, kernel, dev_args, dev_kwargs)
+                  for ctx in contexts]
+        with gc_paused(), wide_fp.launch():
+            if len(contexts) > 1 and (generation == "ga" or getattr(kernel, "cooperative", False)):
+                # LNC2: the programs run concurrently (core_barrier, sendrecv), one at a time.
+                programs = Programs(len(contexts))
+                for ctx in contexts:
+                    ctx.extra["lnc"] = programs
+                result = programs.run(bodies)[-1]
+            else:
+                result = None
+                for body in bodies:
+                    result = body()
+        return device, result, host
+
+    # A launch from host arrays can run again from its inputs: tiles may then be freed after
+    # their last use when memory is full (trnsim.nki.liveness); a miss runs it again.
+    plan = liveness.Plan() if hbm is None else None
+    outcome = None
+    for _ in range(liveness.MAX_ATTEMPTS):
+        if plan is None:
+            break
+        try:
+            outcome = attempt(plan)
+        except LivenessMiss as miss:
+            if not plan.next_run(miss):
+                plan = None
         else:
-            result = None
-            for body in bodies:
-                result = body()
+            break
+    if outcome is None:  # freeing nothing: the plain AllocationError, if any
+        outcome = attempt(None)
+    device, result, host = outcome
     if len(device.cores) > 1:
         _warn_races(device.program)
     _warn_hidden_hazards(device.program)

@@ -23,40 +23,53 @@ from typing import Any
 
 from trnsim.errors import AllocationError
 from trnsim.memory import View
+from trnsim.nki import liveness
 from trnsim.program import SourceLocation, is_internal_file
 
 Loops = tuple[tuple[int, str, int], ...]
 
 
-def allocate_reusing(ctx: Any, loc: SourceLocation | None, allocate: Callable[[], Any]) -> Any:
-    """allocate(), retried after reclaiming earlier iterations' tiles from the same line."""
+def allocate_reusing(ctx: Any, loc: SourceLocation | None, allocate: Callable[[], Any],
+                     space: str = "sbuf") -> Any:
+    """allocate(), retried after reclaiming earlier iterations' tiles from the same line, then
+    after freeing tiles past their last use (trnsim.nki.liveness)."""
     sites = ctx.extra.setdefault("tile_sites", {})
     key = None if loc is None else (loc.filename, loc.lineno)
     loops = tuple(ctx.loops)
     try:
         view = allocate()
     except AllocationError:
-        site = sites.get(key) if key is not None else None
-        stale = _earlier_iterations(site["entries"], loops) if site is not None else []
-        stale = [b for b in stale if not _reachable(b, loc)]
-        if not stale:
-            raise
-        view = None
-        for buf in stale:
-            buf.reclaimed = (
-                f"its space was reused by the same allocation at {loc.short()} in a later loop "
-                "iteration because the memory was full"
-            )
-            buf.release()
-            try:
-                view = allocate()
-                break
-            except AllocationError:
-                if buf is stale[-1]:
-                    raise
+        try:
+            view = _reclaim_earlier(sites.get(key) if key is not None else None, loops, loc,
+                                    allocate)
+        except AllocationError:
+            view = liveness.free_idle(ctx, space, loc, allocate)
     if key is not None:
         _remember(sites, key, view.buffer, loops)
+    liveness.tag(ctx, view.buffer, loc)
     return view
+
+
+def _reclaim_earlier(site: dict | None, loops: Loops, loc: SourceLocation | None,
+                     allocate: Callable[[], Any]) -> Any:
+    """allocate() after freeing the site's tiles of earlier loop iterations that the kernel
+    can no longer reach; re-raises the allocation's error if there are none."""
+    stale = _earlier_iterations(site["entries"], loops) if site is not None else []
+    stale = [b for b in stale if not _reachable(b, loc)]
+    if not stale:
+        return allocate()
+    for buf in stale:
+        buf.reclaimed = (
+            f"its space was reused by the same allocation at {loc.short()} in a later loop "
+            "iteration because the memory was full"
+        )
+        buf.release()
+        try:
+            return allocate()
+        except AllocationError:
+            if buf is stale[-1]:
+                raise
+    return allocate()  # pragma: no cover (the loop returns or raises)
 
 
 _TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
