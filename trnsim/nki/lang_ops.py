@@ -124,9 +124,11 @@ def _tile(x: Any, fn: str, what: str = "x") -> NkiTensor:
 
 def _new(shape: tuple[int, ...], dtype: Any, fn: str, buffer: Any = None) -> NkiTensor:
     nl = _nl()
-    return nl.ndarray(
+    out = nl.ndarray(
         tuple(shape), as_dtype(dtype), nl.sbuf if buffer is None else buffer, name=f"{fn}_out"
     )
+    out.buffer.computed_by = fn  # a value: a truth test on it asks for values (tensor_python)
+    return out
 
 
 def _is_scalar(v: Any) -> bool:

@@ -8,11 +8,12 @@ A mixin of NkiTensor (trnsim.nki.tensor). Every guard is an ordinary method, so 
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, NoReturn
 
 import numpy as np
 
-from trnsim.errors import KernelError
+from trnsim.errors import KernelError, SimulationWarning
 from trnsim.program import capture_location
 
 _B1 = "(operators on tiles are the Beta-1 `neuronxcc.nki` style)"
@@ -84,7 +85,21 @@ class PythonGuards:
             # chip): `if t:` tests that the argument was given, as nki-library writes
             # `if params.expert_index:` for an optional [T, K] tensor.
             return True
-        if self.size != 1:
+        if self.size != 1 and getattr(self.buffer, "computed_by", None) is None:
+            # A multi-element tile has no single value to test: like an HBM tensor it is a
+            # handle, true, as nki-library's production kernels take it (mlp_tkg's
+            # `if params.expert_params.expert_index:` gets an SBUF tile from moe_block_tkg).
+            # Beta 1 refused this (err_ambiguous_tensor_truth_value, trnsim.compat); a kernel
+            # meaning the values is told once per line.
+            loc = capture_location()
+            warnings.warn_explicit(
+                f"`if`/`bool()` on {self.buffer.label}, a multi-element tile: taken as true "
+                "(the tensor exists), not from its values; control flow cannot depend on tile "
+                "values (err_dynamic_control_flow_not_supported): compare into a tile with "
+                "nl.equal / nisa.tensor_scalar, or test `is not None`",
+                SimulationWarning, loc.filename if loc else "<kernel>", loc.lineno if loc else 0)
+            return True
+        if self.size != 1:  # the result of an nl operation: a truth test asks for its values
             _raise(
                 "cannot evaluate the truth value of a multi-element tensor (control flow "
                 f"cannot depend on tensor values): {self.buffer.label}; compare with "
