@@ -558,14 +558,17 @@ def test_dma_transpose_forms(rng, shape, axes, dtype):
     np.testing.assert_array_equal(run(kernel, a), want)
 
 
-def test_dma_transpose_sbuf_source_and_default_axes(rng):
+@pytest.mark.parametrize("dge", ["hwdge", "none"])
+def test_dma_transpose_sbuf_source_and_default_axes(rng, dge):
+    """dge_mode none (descriptors built ahead of time) transposes static addresses too, as
+    nki-library's mlp_tkg does with its bias."""
     a = rng.standard_normal((16, 128)).astype(ml_dtypes.bfloat16)
 
     def kernel(x):
         s = nl.ndarray((16, 128), nl.bfloat16, buffer=nl.sbuf)
         nisa.dma_copy(dst=s, src=x)
         t = nl.ndarray((128, 16), nl.bfloat16, buffer=nl.sbuf)
-        nisa.dma_transpose(dst=t, src=s, dge_mode=nisa.dge_mode.hwdge)
+        nisa.dma_transpose(dst=t, src=s, dge_mode=getattr(nisa.dge_mode, dge))
         out = nl.ndarray((128, 16), nl.bfloat16, buffer=nl.shared_hbm)
         nisa.dma_copy(dst=out, src=t)
         return out
@@ -644,7 +647,7 @@ def _transpose_error(src_shape, dst_shape, dtype=nl.float32, chip="trn3", **kw):
             np.float32,
             {"dge_mode": nisa.dge_mode.swdge},
             "trn3",
-            "direct transpose takes dge_mode unknown or hwdge",
+            "direct transpose takes dge_mode unknown, hwdge or none",
             id="direct-swdge",
         ),
         pytest.param(

@@ -198,8 +198,11 @@ def check_dma_transpose(*, chip: Any, engine: str, attrs: Any, dst: View, src: V
         fail(instr, f"dst has a dynamic ({kinds['dst']}) address", "only src may be indirect")
     if kinds.get("src") == "vector":
         _check_indirect_transpose(src, dge)
-    elif dge not in ("unknown", "hwdge"):
-        fail(instr, f"dge_mode={dge}", "a direct transpose takes dge_mode unknown or hwdge")
+    elif dge not in ("unknown", "hwdge", "none"):
+        # none: descriptors built ahead of time, as for dma_copy with static addresses
+        # (nki-library's mlp_tkg transposes its bias with dge_mode none)
+        fail(instr, f"dge_mode={dge}",
+             "a direct transpose takes dge_mode unknown, hwdge or none")
     if dge == "hwdge":
         _check_hwdge(instr, chip)
         _check_hwdge_transpose(src)
