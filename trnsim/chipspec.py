@@ -140,6 +140,11 @@ class DmaSpec:
     # Per transfer, serial on its DMA queue (core, queue name) before its chunks start: the
     # queue's per-DMA processing; optional, 0 when a chip file omits it.
     queue_dma_overhead_ns: float = 0.0
+    # Descriptors (one partition's contiguous run) shorter than efficient_descriptor_bytes
+    # stream small_descriptor_time_factor times slower than the engine rate; optional, no
+    # effect when a chip file omits them.
+    efficient_descriptor_bytes: int = 0
+    small_descriptor_time_factor: float = 1.0
 
 
 @dataclass(frozen=True, eq=False)

@@ -64,3 +64,20 @@ def test_queue_takes_its_transfers_one_at_a_time(tiny_chip):
     tl = Scheduler(chip).run(b.program)
     assert [tl.dma[i][0].queue for i in range(3)] == ["qSyncIO", "qSyncIO", "qScalarIO"]
     assert [tl.dma[i][2] for i in range(3)] == [1364, 1664, 1364]
+
+
+def test_small_descriptors_stream_slower_by_the_chip_factor(tiny_chip):
+    """dma.efficient_descriptor_bytes = 2048, small_descriptor_time_factor = 2.5: 4 rows of
+    1000 B (one 1000 B descriptor each, 10 ns; 100 ns at 10 B/ns) stream in 250 ns, rows of
+    4000 B (at or above the threshold) in the plain 400 ns."""
+    chip = load_chip(
+        tiny_chip,
+        **{"dma.efficient_descriptor_bytes": 2048, "dma.small_descriptor_time_factor": 2.5},
+    )
+    for elems, stream in ((250, 250), (1000, 400)):
+        b = ProgramBuilder()
+        b.dma(tile("sbuf", (4, elems), "float32"), tile("hbm", (4, elems), "float32"))
+        tl = Scheduler(chip).run(b.program)
+        assert {(c.start, c.stream_start, c.end) for c in tl.chunks} == {
+            (1064, 1074, 1074 + stream)
+        }

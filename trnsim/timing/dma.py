@@ -4,7 +4,9 @@ A transfer is split across a core's DMA engines by partition (row) groups, each 
 one or more descriptors (a non-contiguous free-dimension slice adds descriptors). Each engine
 serves one chunk at a time, round-robin across its queues, in order within a queue. A chunk costs
 transfer_overhead_ns + n_descriptors x descriptor_overhead_ns, then streams its bytes at the
-engine's rate (the chip file's dma table: documented, inferred or fitted, each value says).
+engine's rate (the chip file's dma table: documented, inferred or fitted, each value says),
+small_descriptor_time_factor times slower when its descriptors are shorter than
+efficient_descriptor_bytes (the per-partition size guidance).
 Streams that touch HBM share the chip's HBM bandwidth: when their demand exceeds it, every stream
 slows by the same factor (a fluid model, re-solved whenever the set of streams changes). Time is
 in integer ticks of the scheduler's clock. Knows nothing about values.
@@ -96,6 +98,10 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
     if transpose:
         src_hbm = any(o.region.space == "hbm" for o in instr.reads)
         eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
+    elif row_bytes // desc_per_row < chip.dma.efficient_descriptor_bytes:
+        # Below the documented minimum per-partition size a descriptor streams slower than
+        # the engine rate (NKI-DMA-BW size guidance; the factor is the chip file's).
+        eff /= chip.dma.small_descriptor_time_factor
     return DmaPlan(
         queue,
         issuer,
