@@ -135,7 +135,7 @@ def _allocate_on_chip(
     if direct is None and math.prod(logical[:pdim]) > 1:
         view = _whole_if_fits(ctx, st, space, (parts, f_total), dtype, name)
         if view is None:  # allocated block by block (see _spill)
-            blocks = _spill.block_slots(ctx, space, logical, pdim, dtype, name)
+            blocks = _spill.block_slots(ctx, space, logical, pdim, dtype, name, st.placement)
             st.enter_scope(blocks)
             return tensor.whole(blocks, base, pdim)
     else:
