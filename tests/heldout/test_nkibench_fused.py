@@ -104,3 +104,33 @@ def test_rope_timing_only_same_program(rng):
     assert timing.outputs is None
     assert _signature(timing) == _signature(with_values)
     assert timing.latency_ns == with_values.latency_ns
+
+
+arm_mod = load("nkibench_add_rmsnorm_matmul")
+
+
+def _arm_inputs(rng: np.random.Generator):
+    """M=256, K=256, N=1024: two row tiles, two K tiles, two 512-column chunks."""
+    x, z = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    g = rng.standard_normal(256).astype(np.float32)
+    return x, w, z, g
+
+
+def test_add_rmsnorm_matmul_matches_float64(rng):
+    """fp32 add, statistics and matmuls: within a few fp32 ulps of the largest output."""
+    args = _arm_inputs(rng)
+    got = arm_mod.add_rmsnorm_matmul(*args)
+    ref = arm_mod.reference(*args)
+    assert got.shape == ref.shape == (256, 1024) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=0, atol=64 * _EPS32 * np.abs(ref).max())
+
+
+def test_add_rmsnorm_matmul_timing_only_same_program(rng):
+    args = _arm_inputs(rng)
+    with_values = trnsim.profile(arm_mod.add_rmsnorm_matmul, *args, chip="trn1")
+    timing = trnsim.profile(
+        arm_mod.add_rmsnorm_matmul, *_zeros_like(*args), chip="trn1", values=False
+    )
+    assert _signature(timing) == _signature(with_values)
+    assert timing.latency_ns == with_values.latency_ns
