@@ -2,37 +2,69 @@
 
 NKILIB_SAMPLE_SHARE=F keeps the collected tests whose node id hashes (SHA-1) below F of the
 hash range, so the same tests are kept on every run and every xdist worker; the rest are
-deselected. Runs after the harness's own collection hooks (platform filters, skip marks).
+deselected. NKILIB_SAMPLE_PER_FAMILY=N keeps, per kernel family (the folder under
+test/integration/nkilib/core or experimental), the N tests with the smallest hashes: a
+stratified sample whose per-family counts do not hang on the family's size. With both set, a
+test is kept if either keeps it. Runs after the harness's own collection hooks (platform
+filters, skip marks).
 
 NKILIB_MAX_RSS_GB=G ends the (worker) process when its resident memory passes G GiB: a
 test with huge shapes then fails as a crashed xdist worker instead of driving the machine
 into the kernel's OOM killer (which picks any large process). The test is reported by
 xdist ("worker crashed while running ...").
+
+NKILIB_TEST_TIMEOUT_S=S fails a test whose call phase runs past S seconds (SIGALRM raises
+TimeoutError inside it), so a bounded run reports slow tests instead of waiting on them.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
+import re
 import signal
 import threading
 import time
 
 import pytest
 
+FAMILY = re.compile(r"integration/nkilib/(core|experimental)/([^/]+)/")
+
+
+def family(nodeid: str) -> str:
+    """'core/attention' for a test under test/integration/nkilib/core/attention/; else 'other'."""
+    m = FAMILY.search(nodeid)
+    return f"{m.group(1)}/{m.group(2)}" if m else "other"
+
+
+def node_hash(nodeid: str) -> int:
+    return int(hashlib.sha1(nodeid.encode()).hexdigest(), 16)
+
 
 def keep(nodeid: str, share: float) -> bool:
-    h = int(hashlib.sha1(nodeid.encode()).hexdigest(), 16)
-    return h < share * (1 << 160)
+    return node_hash(nodeid) < share * (1 << 160)
+
+
+def per_family(nodeids: list[str], n: int) -> set[str]:
+    """The n node ids of smallest hash in each family."""
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for i in nodeids:
+        groups[family(i)].append(i)
+    return {i for ids in groups.values() for i in sorted(ids, key=node_hash)[:n]}
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     share = os.environ.get("NKILIB_SAMPLE_SHARE")
-    if not share:
+    n = os.environ.get("NKILIB_SAMPLE_PER_FAMILY")
+    if not share and not n:
         return
-    kept = [i for i in items if keep(i.nodeid, float(share))]
-    dropped = [i for i in items if not keep(i.nodeid, float(share))]
+    stratified = per_family([i.nodeid for i in items], int(n)) if n else set()
+    chosen = {i.nodeid for i in items
+              if i.nodeid in stratified or (share and keep(i.nodeid, float(share)))}
+    kept = [i for i in items if i.nodeid in chosen]
+    dropped = [i for i in items if i.nodeid not in chosen]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
@@ -48,6 +80,30 @@ def _watch_rss(limit_bytes: int) -> None:
                         f"{limit_bytes >> 20} MiB (NKILIB_MAX_RSS_GB); ending\n".encode())
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(0.25)
+
+
+class TestTimeout(TimeoutError):
+    """A test ran past NKILIB_TEST_TIMEOUT_S."""
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    limit = float(os.environ.get("NKILIB_TEST_TIMEOUT_S") or 0)
+    if limit <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise TestTimeout(f"nkilib_sample: the test ran past {limit:g} s "
+                          "(NKILIB_TEST_TIMEOUT_S)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def pytest_configure(config: pytest.Config) -> None:

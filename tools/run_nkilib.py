@@ -14,10 +14,11 @@ resolves to trnsim through its pytest plugin; nkilib_upstream_fixes (next to thi
 supplies what the public harness lacks (see its docstring). `--all` sets
 NKILIB_SIMULATION_RUN_ALL=1 (the large shapes the harness otherwise skips). `--sample F` runs
 a deterministic share F of the collected tests (nkilib_sample: by node-id hash), for runs
-that must fit in a time budget. NEURON_PYTHONHASHSEED defaults to 0 so that the harness's
-random parametrizations are the same on every run and worker. The summary gives per family
-passed / failed / skipped / errors, the share passed of the tests run, and the most common
-failure messages.
+that must fit in a time budget; `--per-family N` a stratified sample (N tests per kernel
+family); `--timeout S` ends a test past S seconds. NEURON_PYTHONHASHSEED defaults to 0 so
+that the harness's random parametrizations are the same on every run and worker. The
+summary gives per family passed / failed / skipped / errors, the share passed of the tests
+run, and the most common failure messages.
 """
 
 from __future__ import annotations
@@ -26,19 +27,14 @@ import argparse
 import collections
 import os
 import pathlib
-import re
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 
 TOOLS = pathlib.Path(__file__).resolve().parent
-FAMILY = re.compile(r"integration/nkilib/(core|experimental)/([^/]+)/")
-
-
-def family(nodeid: str) -> str:
-    m = FAMILY.search(nodeid)
-    return f"{m.group(1)}/{m.group(2)}" if m else "other"
+sys.path.insert(0, str(TOOLS))
+from nkilib_sample import family  # noqa: E402
 
 
 def pytest_cmd(args: argparse.Namespace, extra: list[str]) -> list[str]:
@@ -60,6 +56,10 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     if args.sample is not None:
         env["NKILIB_SAMPLE_SHARE"] = str(args.sample)
+    if args.per_family is not None:
+        env["NKILIB_SAMPLE_PER_FAMILY"] = str(args.per_family)
+    if args.timeout is not None:
+        env["NKILIB_TEST_TIMEOUT_S"] = str(args.timeout)
     return env
 
 
@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkout", type=pathlib.Path, help="an nki-library checkout")
     ap.add_argument("--all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1")
     ap.add_argument("--sample", type=float, default=None, help="share of each family to run")
+    ap.add_argument("--per-family", type=int, default=None,
+                    help="also run the N tests of smallest node-id hash in each kernel family")
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="end a test past this many seconds (reported as failed: timeout)")
     ap.add_argument("-n", default="auto", help="pytest-xdist workers (0: none)")
     ap.add_argument("-k", default=None, help="pytest -k expression")
     ap.add_argument("--junitxml", type=pathlib.Path, default=None)
