@@ -13,7 +13,7 @@ import numpy as np
 
 from trnsim import semantics as _sem
 from trnsim.errors import ConstraintError, KernelError
-from trnsim.nki.context import current
+from trnsim.nki.context import current, maybe_current
 from trnsim.program import capture_location
 from trnsim.spec import instruction_specs
 
@@ -163,6 +163,8 @@ _ENUM_WHAT = {
     dma_engine: "a DMA engine",
     matmul_perf_mode: "a matmul perf mode",
 }
+# Enums whose GA integer values nki-api.md §7 lists (matmul_perf_mode's are not given).
+_NUMBERED = (engine, reduce_cmd, dge_mode, oob_mode, dma_engine)
 # Beta-1 keywords that GA instructions dropped, with what to do instead.
 _B1_KEYWORDS = {
     "mask": "mask= is Beta-1 (neuronxcc.nki); GA instructions take no mask: slice the "
@@ -184,16 +186,23 @@ def _enum_params(fn: Any) -> tuple[list[tuple[int, str, type]], list[tuple[str, 
     return positional, keyword
 
 
-def _check_enum(instr: str, pname: str, cls: type[enum.Enum], v: Any) -> None:
-    """A raw integer where GA expects an enum member is an error (members and None pass)."""
-    if isinstance(v, enum.Enum) or not isinstance(v, (int, np.integer)):
-        return
+def _check_enum(instr: str, pname: str, cls: type[enum.Enum], v: Any) -> Any:
+    """The value to pass for an enum parameter. In a GA kernel a raw integer equal to a
+    member's value is that member: the documented "raw ints rejected" rule is about the kernel
+    signature (nki-api.md §2.1), and AWS's nki-library passes `dge_mode=3` to nisa.dma_copy.
+    Under Beta 1 (other integer values, §7 dma_copy) and for integers no member has, an error.
+    """
+    if isinstance(v, enum.Enum) or not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        return v
     members = [m for m in cls if m.value == v]
+    ctx = maybe_current()
+    if members and cls in _NUMBERED and (ctx is None or ctx.generation == "ga"):
+        return members[0]
     prefix = f"nisa.{cls.__name__}"
     if members:
         raise ConstraintError(
             f"nisa.{instr}: {pname}={v!r}: pass {prefix}.{members[0].name}, not the raw "
-            f"integer {v} (GA takes {prefix} members)"
+            f"integer {v} (Beta 1 and GA number {prefix} differently)"
         )
     raise ConstraintError(
         f"nisa.{instr}: {pname}={v!r} is not {_ENUM_WHAT[cls]}; pass a {prefix} member "
@@ -249,8 +258,9 @@ def binding_error(fn: Any, e: TypeError, api: str = "nisa") -> ConstraintError |
 
 
 def public_instruction(fn: Any) -> Any:
-    """Wrap a public nki.isa function: raw integers for enum parameters and wrong call
-    signatures become ConstraintErrors at the user's line; KernelErrors get that line too.
+    """Wrap a public nki.isa function: raw integers for enum parameters become their members
+    (GA) or ConstraintErrors (_check_enum), wrong call signatures ConstraintErrors at the
+    user's line; KernelErrors get that line too.
 
     Cheap on the success path: enum parameters are found once here, and the signature is
     only consulted when binding the arguments has already failed.
@@ -261,12 +271,14 @@ def public_instruction(fn: Any) -> Any:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            for i, pname, cls in positional:
-                if i < len(args):
-                    _check_enum(instr, pname, cls, args[i])
+            if positional and len(args) > positional[0][0]:
+                args = list(args)
+                for i, pname, cls in positional:
+                    if i < len(args):
+                        args[i] = _check_enum(instr, pname, cls, args[i])
             for pname, cls in keyword:
                 if pname in kwargs:
-                    _check_enum(instr, pname, cls, kwargs[pname])
+                    kwargs[pname] = _check_enum(instr, pname, cls, kwargs[pname])
             return fn(*args, **kwargs)
         except TypeError as e:
             err = binding_error(fn, e)
