@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="end a test process past this resident memory (default 6)")
     ap.add_argument("targets", nargs="*", default=["test/integration"],
                     help="test paths or node ids inside the checkout")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # targets may follow the options
     args.checkout = args.checkout.resolve()
     xml = (args.junitxml or args.checkout / "nkilib-trnsim.xml").resolve()
     targets = args.targets
