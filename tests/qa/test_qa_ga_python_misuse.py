@@ -99,7 +99,8 @@ def k_raw_int_enum(a):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=t, value=0.0)
-    nisa.activation(dst=t, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r, reduce_cmd=3)  # BUG
+    # 9 is no reduce_cmd value (a member's value, e.g. 3, is that member: test_nkilib_enum_ints)
+    nisa.activation(dst=t, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r, reduce_cmd=9)  # BUG
     return a
 
 
