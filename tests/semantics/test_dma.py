@@ -447,7 +447,7 @@ def _ix_view(x):
         pytest.param(
             (4, 8),
             nl.float32,
-            {"dge_mode": 1},
+            {"dge_mode": 9},  # no member's value (1 is dge_mode.swdge: test_nkilib_enum_ints)
             None,
             "trn3",
             "nisa.dge_mode member",
