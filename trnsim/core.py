@@ -28,7 +28,8 @@ from trnsim.memory import (
     poison_value,
     row_major,
 )
-from trnsim.program import Instruction, Operand, SourceLocation, capture_location
+from trnsim.operands import operand_record
+from trnsim.program import Instruction, SourceLocation, capture_location
 from trnsim.semantics import _tensor_rules as rules
 from trnsim.spec import check_instruction, check_key, instruction_specs, is_tensor
 
@@ -38,79 +39,6 @@ from trnsim.spec import check_instruction, check_key, instruction_specs, is_tens
 NUMERICS = ("exact", "fast")
 PSUM_ALIGN = 2048  # auto-allocated PSUM tiles start on a bank (nki-api.md §3.3)
 SBUF_ALIGN = 64
-
-
-def contiguous_run_bytes(lay: Layout, on_chip: bool) -> int:
-    """Longest contiguous byte run of a layout's innermost dims (a DMA descriptor's size)."""
-    isz = lay.dtype.itemsize
-    run = 1
-    expect = 1
-    dims = list(zip(lay.shape, lay.strides, strict=True))
-    if on_chip and dims:
-        dims = dims[1:]
-    for n, s in reversed(dims):
-        if n == 1:
-            continue
-        if s != expect:
-            break
-        run *= n
-        expect *= n
-    return run * isz
-
-
-def operand_record(name: str, view: View) -> Operand:
-    """The timing model's record of one operand (cached on its layout: whole tiles recur)."""
-    region = view.region()
-    lay = view.layout
-    records = lay.__dict__.get("_operands")
-    if records is None:
-        records = lay.__dict__["_operands"] = {}
-    # The region by identity (regions are cached per layout and placement, so equal ones are
-    # mostly the same object; hashing its fields costs more): the record holds the region, so
-    # its id cannot be reused while the entry lives. A new object only misses.
-    key = (name, view.buffer.name, id(region))
-    rec = records.get(key)
-    if rec is None or rec.region is not region:
-        if len(records) >= 256:
-            records.clear()
-        rec = records[key] = Operand(name, region, *_operand_parts(view), view.buffer.name,
-                                     None if view.buffer.on_chip else _byte_pattern(lay))
-    return rec
-
-
-def _operand_parts(view: View) -> tuple[str, tuple[int, ...], int, int, int, int, int]:
-    """Operand fields dtype .. contiguous_bytes of a view: a function of the layout's shape,
-    strides and dtype alone, so a loop's fresh slices of equal geometry share them."""
-    lay = view.layout
-    return _geometry_parts(lay.dtype, lay.shape, lay.strides, view.buffer.on_chip)
-
-
-@functools.lru_cache(maxsize=4096)
-def _geometry_parts(dtype: dt.DType, shape: tuple[int, ...], strides: tuple[int, ...],
-                    on_chip: bool) -> tuple[str, tuple[int, ...], int, int, int, int, int]:
-    lay = Layout(dtype, 0, shape, strides)
-    isz = dtype.itemsize
-    inner = 0
-    for n, s in reversed(list(zip(shape, strides, strict=True))):
-        if n > 1:
-            inner = abs(s) * isz
-            break
-    parts = shape[0] if on_chip and shape else 1
-    per_partition = math.prod(shape[1:] if on_chip else shape)
-    return (dtype.name, shape, parts, per_partition, lay.size * isz, inner or isz,
-            contiguous_run_bytes(lay, on_chip))
-
-
-def _byte_pattern(lay: Layout) -> tuple[int, tuple[tuple[int, int], ...]]:
-    """The exact bytes an HBM layout touches relative to its lowest byte (timing/races.py)."""
-    return _pattern_of(lay.dtype.itemsize, lay.shape, lay.strides)
-
-
-@functools.lru_cache(maxsize=4096)
-def _pattern_of(isz: int, shape: tuple[int, ...], strides: tuple[int, ...]
-                ) -> tuple[int, tuple[tuple[int, int], ...]]:
-    first = -sum((n - 1) * s for n, s in zip(shape, strides, strict=True) if s < 0 and n > 0)
-    return first * isz, tuple((s * isz, n) for n, s in zip(shape, strides, strict=True))
 
 
 @functools.cache
@@ -171,8 +99,8 @@ class NeuronCore:
         self.registers: dict[int, int] = {}
         self.rng = np.random.default_rng(device.seed + index)
         self.state: dict[str, Any] = {}  # per-instruction-family state (e.g. PRNG states)
-        # spec.check_key of the checks passed -> the attributes recorded for it (_check)
-        self._checked: dict[tuple, dict[str, Any]] = {}
+        # spec.check_key of a combination whose checks passed -> its Site (issue)
+        self._sites: dict[tuple, Site] = {}
         # Live on-chip tiles by allocation handle, to name them when memory is full.
         self._live: dict[str, weakref.WeakValueDictionary] = {
             "sbuf": weakref.WeakValueDictionary(), "psum": weakref.WeakValueDictionary()}
@@ -251,34 +179,72 @@ class NeuronCore:
         return f"live: {', '.join(parts)}{more}"
 
     # ------------------------------------------------------------ instructions
-    def _mark_psum_written(self, spec: Any, tensors: Mapping[str, Any]) -> None:
+    def _mark_psum_written(self, written: tuple[str, ...], operands: Mapping[str, Any]) -> None:
         """Any write to PSUM marks its fp32 words written by that tensor: nc_matmul(accumulate=
         None) adds onto words its dst tensor wrote and overwrites the rest; a fresh PSUM
         allocation clears them (semantics/_tensor_rules.py)."""
-        for k, v in tensors.items():
-            ospec = spec.operands.get(k)
-            if ospec is not None and ospec.access != "read" and v.buffer.space == "psum":
+        for k in written:
+            v = operands[k]
+            if v.buffer.space == "psum":
                 self.psum_writer[rules.psum_words(v)] = v.buffer.psum_tag
-
-    def _check(self, spec: Any, engine: str, operands: Mapping[str, Any],
-               attrs: Mapping[str, Any]) -> tuple[tuple | None, dict | None]:
-        """check_instruction, once per passing combination (spec.check_key); a check that
-        warned runs again next time, so its warning repeats. Returns the key to remember the
-        combination under once recorded (None: not to be remembered), and on a hit the
-        recorded attributes of that combination (the key holds every attribute value)."""
-        key = check_key(spec.name, engine, operands, attrs)
-        if key is not None:
-            got = self._checked.get(key)
-            if got is not None:
-                return None, got
-        warned = rules.warnings_issued
-        check_instruction(spec, self.chip, engine, operands, attrs)
-        return (key if rules.warnings_issued == warned else None), None
 
     def issue(self, opcode: str, engine: str, operands: Mapping[str, Any],
               attrs: Mapping[str, Any], loc: SourceLocation | None = None, name: str = "",
               loops: tuple = (), deps: tuple[int, ...] = ()) -> Instruction:
-        """Check, execute and record one instruction."""
+        """Check, execute and record one instruction.
+
+        A combination that passed check_instruction without a warning is remembered as a Site
+        under spec.check_key (everything the checks read: opcode, engine, each operand's type,
+        buffer geometry, dtype, shape and strides, each attribute's type and value), so the
+        same instruction again (a kernel's loop) costs a lookup, the checks that depend on
+        the operand's address and buffer (bounds, this launch's memory) and its record."""
+        key = check_key(opcode, engine, operands, attrs)
+        site = None if key is None else self._sites.get(key)
+        if site is None:
+            site = self._site(opcode, operands, loc)
+        dev = self.device
+        for k, what in site.tensors:
+            v = operands[k]
+            buf = v.buffer
+            if buf.on_chip:
+                if getattr(buf.memory, "owner", dev) is not dev:
+                    raise _foreign_tensor(opcode, k, buf)
+            elif buf.memory is not dev.hbm:
+                raise _foreign_tensor(opcode, k, buf)
+            check_bounds(buf, v.layout, what)
+        if site.attrs is None:  # not proven for these operands: check them
+            warned = rules.warnings_issued
+            check_instruction(site.spec, self.chip, engine, operands, attrs)
+            simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
+            for k in site.scalars:
+                if operands[k] is not None:
+                    simple_attrs[k] = _attr_value(operands[k])
+            if key is not None and rules.warnings_issued == warned:
+                if len(self._sites) >= 4096:
+                    self._sites.clear()
+                self._sites[key] = site.passed(dict(simple_attrs))
+        else:
+            simple_attrs = dict(site.attrs)
+        if dev.guarded:
+            _refuse_guarded_writes(site.spec.name, site.written, operands, loc)
+        fn = site.fn
+        if dev.values or site.always_execute:  # registers: trip counts
+            fn(self, engine=engine, **operands, **attrs)
+            if dev.values and not site.marks_psum:
+                self._mark_psum_written(site.written, operands)
+        reads = tuple([operand_record(k, operands[k]) for k in site.reads])
+        writes = tuple([operand_record(k, operands[k]) for k in site.written])
+        program = dev.program
+        instr = Instruction(len(program), opcode, engine, self.index, reads, writes,
+                            simple_attrs, loc, name or "", loops, deps)
+        program.append(instr)
+        if dev.progress is not None and instr.index % 2048 == 0:
+            dev.progress(instr.index)
+        return instr
+
+    def _site(self, opcode: str, operands: Mapping[str, Any], loc: SourceLocation | None
+              ) -> Site:
+        """The Site of an instruction not yet checked with these operands (attrs None)."""
         specs = instruction_specs()
         spec = specs.get(opcode)
         fn = sem.lookup(opcode)
@@ -286,49 +252,41 @@ class NeuronCore:
             known = sorted(set(specs) & set(sem.registered()))
             raise UnsupportedError(f"{opcode}: not simulated yet (simulated: {', '.join(known)})",
                                    loc)
-        tensors, scalars = {}, []
+        tensors, scalars, reads, written = [], [], [], []
         for k, v in operands.items():
-            if is_tensor(v):
-                tensors[k] = v
-                mem = v.buffer.memory
-                if (getattr(mem, "owner", self.device) if v.buffer.on_chip else mem) \
-                        is not (self.device if v.buffer.on_chip else self.device.hbm):
-                    raise _foreign_tensor(opcode, k, v.buffer)
-                check_bounds(v.buffer, v.layout, f"{opcode} operand '{k}'")
-            elif v is not None:
-                scalars.append((k, v))
-        new_key, recorded = self._check(spec, engine, operands, attrs)
-        if self.device.guarded:
-            _refuse_guarded_writes(spec, tensors, loc)
-        if self.values or getattr(fn, "always_execute", False):  # registers: trip counts
-            fn(self, engine=engine, **operands, **attrs)
-            if self.values and not getattr(fn, "marks_psum", False):
-                self._mark_psum_written(spec, tensors)
-        reads, writes = [], []
-        for k, v in tensors.items():
+            if not is_tensor(v):
+                scalars.append(k)
+                continue
+            tensors.append((k, f"{opcode} operand '{k}'"))
             ospec = spec.operands.get(k)
             access = ospec.access if ospec is not None else "read"
-            rec = operand_record(k, v)
             if access in ("read", "readwrite"):
-                reads.append(rec)
+                reads.append(k)
             if access in ("write", "readwrite"):
-                writes.append(rec)
-        if recorded is not None:
-            simple_attrs = dict(recorded)
-        else:
-            simple_attrs = {k: _attr_value(v) for k, v in attrs.items()}
-            for k, v in scalars:
-                simple_attrs[k] = _attr_value(v)
-            if new_key is not None:
-                self._checked[new_key] = dict(simple_attrs)
-        instr = Instruction(index=len(self.device.program), opcode=opcode, engine=engine,
-                            core=self.index, reads=tuple(reads), writes=tuple(writes),
-                            attrs=simple_attrs, loc=loc, name=name or "", loops=loops,
-                            deps=deps)
-        self.device.program.append(instr)
-        if self.device.progress is not None and instr.index % 2048 == 0:
-            self.device.progress(instr.index)
-        return instr
+                written.append(k)
+        return Site(spec, fn, tuple(tensors), tuple(scalars), tuple(reads), tuple(written))
+
+
+class Site:
+    """What NeuronCore.issue keeps of one checked combination (its check_key): the spec and
+    semantics, which operands are tensors and how each is accessed, and the attributes as
+    recorded (None until check_instruction passed)."""
+
+    __slots__ = ("always_execute", "attrs", "fn", "marks_psum", "reads", "scalars", "spec",
+                 "tensors", "written")
+
+    def __init__(self, spec: Any, fn: Any, tensors: tuple[tuple[str, str], ...],
+                 scalars: tuple[str, ...], reads: tuple[str, ...], written: tuple[str, ...],
+                 attrs: dict[str, Any] | None = None):
+        self.spec, self.fn, self.tensors, self.scalars = spec, fn, tensors, scalars
+        self.reads, self.written, self.attrs = reads, written, attrs
+        self.always_execute = getattr(fn, "always_execute", False)
+        self.marks_psum = getattr(fn, "marks_psum", False)
+
+    def passed(self, attrs: dict[str, Any]) -> Site:
+        """This site with its checks passed and `attrs` recorded."""
+        return Site(self.spec, self.fn, self.tensors, self.scalars, self.reads, self.written,
+                    attrs)
 
 
 def _foreign_tensor(opcode: str, name: str, buf: Buffer) -> KernelError:
@@ -341,17 +299,16 @@ def _foreign_tensor(opcode: str, name: str, buf: Buffer) -> KernelError:
         "as an argument")
 
 
-def _refuse_guarded_writes(spec: Any, tensors: Mapping[str, View],
+def _refuse_guarded_writes(opcode: str, written: tuple[str, ...], operands: Mapping[str, Any],
                            loc: SourceLocation | None) -> None:
     """KernelError, before it runs, for an instruction writing a buffer whose write guard
     refuses the write (Buffer.write_guard)."""
-    for k, v in tensors.items():
-        guard = v.buffer.write_guard
-        ospec = spec.operands.get(k)
-        if guard is not None and ospec is not None and ospec.access != "read":
-            why = guard(v.buffer)
+    for k in written:
+        guard = operands[k].buffer.write_guard
+        if guard is not None:
+            why = guard(operands[k].buffer)
             if why:
-                raise KernelError(f"{spec.name} operand '{k}': {why}", loc)
+                raise KernelError(f"{opcode} operand '{k}': {why}", loc)
 
 
 _RECORDED_AS_IS = frozenset({bool, int, float, str, type(None)})
