@@ -240,9 +240,10 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
     if outcome is None:  # freeing nothing: the plain AllocationError, if any
         outcome = attempt(None)
     device, result, host = outcome
-    if len(device.cores) > 1:
-        _warn_races(device.program)
-    _warn_hidden_hazards(device.program)
+    with gc_paused():  # these walk the whole record, making short-lived objects only
+        if len(device.cores) > 1:
+            _warn_races(device.program)
+        _warn_hidden_hazards(device.program)
     if generation == "ga":
         check_ga_outputs(result, kernel)
     # Timing-only runs hold no values: a returned tensor of 50 GiB must not be read back.

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trnsim.chipspec import ChipSpec
+from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.compiler import CompilerRules
 from trnsim.timing.deps import Dep
@@ -406,7 +407,8 @@ def time_program(
     """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
     compiler's order, see timing/reorder.py; False: as written; rules: the compiler rules of
     timing/compiler.py, default all on)."""
-    return Profile(program, schedule(program, chip, reorder, rules), chip, outputs, values)
+    with gc_paused():  # (see schedule)
+        return Profile(program, schedule(program, chip, reorder, rules), chip, outputs, values)
 
 
 def profile(
