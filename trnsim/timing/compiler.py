@@ -197,22 +197,31 @@ def table_set(ins: Instruction) -> str | None:
 
 
 def reuse_stationary(
-    items: Sequence[int], kinds: list[int], ticks: list[tuple], deps: Sequence, program: Sequence
+    items: Sequence[int], kinds: list[int], ticks: list[tuple], deps: Sequence, program: Sequence,
+    keys: dict[int, tuple | None] | None = None,
 ) -> None:
     """In Tensor-queue order, drop the LoadStationary (zero ticks) of a matmul whose PE cells
-    still hold its stationary; a matmul on overlapping cells replaces what they hold."""
+    still hold its stationary; a matmul on overlapping cells replaces what they hold. `keys`
+    (optional) memoises stationary_key by instruction across calls with the same deps."""
     held: dict[tuple, tuple | None] = {}  # PE cells -> stationary they hold
+    keys = {} if keys is None else keys
     for i in items:
         if kinds[i] != TENSOR:
             continue
         ii, lat, _, _, cells = ticks[i]
-        key = stationary_key(program[i], deps[i])
+        key = keys.get(i, _MISSING)
+        if key is _MISSING:
+            key = keys[i] = stationary_key(program[i], deps[i])
         if key is not None and held.get(cells) == key:
             ticks[i] = (ii, lat, 0, 0, cells)
-        mine = set(cells)
-        for c in [c for c in held if c != cells and mine.intersection(c)]:
-            del held[c]
+        if len(held) > (cells in held):  # other cell groups held: drop those overlapping
+            mine = set(cells)
+            for c in [c for c in held if c != cells and mine.intersection(c)]:
+                del held[c]
         held[cells] = key
+
+
+_MISSING = object()
 
 
 def mark_table_loads(items: Sequence[int], kinds: list[int], program: Sequence, on: bool) -> None:

@@ -100,6 +100,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             [None] * n,
         )
         self.prepared = tl
+        self._stationary_keys: dict[int, tuple | None] = {}  # (deps are fixed from here on)
         self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue
         # ticks, 0).
@@ -214,7 +215,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
     def _order_rules(self, q: EngineQueue) -> None:
         """The compiler rules that depend on a queue's issue order (timing/compiler.py)."""
         if q.engine == "tensor" and self.rules.reuse_stationary:
-            reuse_stationary(q.items, self._kind, self._ticks, self.prepared.deps, self._program)
+            reuse_stationary(q.items, self._kind, self._ticks, self.prepared.deps, self._program,
+                             self._stationary_keys)
         elif q.engine == "scalar":
             on = self.rules.act_table_load and self._act_load > 0
             mark_table_loads(q.items, self._kind, self._program, on)
