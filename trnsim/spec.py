@@ -349,21 +349,40 @@ def _tensor_key(t: Any) -> tuple | None:
 def check_key(opcode: str, engine: str, operands: Mapping[str, Any],
               attrs: Mapping[str, Any]) -> tuple | None:
     """Everything check_instruction reads, hashable; None when an operand or attribute is not
-    plain data (registers, arrays, runtime offsets): those are checked every time."""
+    plain data (registers, arrays, runtime offsets): those are checked every time. (Issued for
+    every instruction: the common cases of is_tensor and _value_key are inlined.)"""
     parts: list[Any] = [opcode, engine]
     for k, v in operands.items():
-        v = _tensor_key(v) if is_tensor(v) else _value_key(v)
-        if v is None or v is _NOT_PLAIN:
-            return None
+        t = type(v)
+        if t in _PLAIN_SCALARS:
+            v = (t, v) if t is not float or v != 0.0 else _value_key(v)
+        elif t in _PLAIN or isinstance(t, enum.EnumMeta):
+            v = _value_key(v)
+        elif hasattr(v, "buffer") and hasattr(v, "layout"):
+            v = _tensor_key(v)
+            if v is None:
+                return None
+        else:
+            v = _value_key(v)
+            if v is _NOT_PLAIN:
+                return None
         parts.append(k)
         parts.append(v)
     for k, v in attrs.items():
-        v = _value_key(v)
-        if v is _NOT_PLAIN:
-            return None
+        t = type(v)
+        if t in _PLAIN_SCALARS:
+            v = (t, v) if t is not float or v != 0.0 else _value_key(v)
+        else:
+            v = _value_key(v)
+            if v is _NOT_PLAIN:
+                return None
         parts.append(k)
         parts.append(v)
     return tuple(parts)
+
+
+# Types whose _value_key is (type, value) (floats: but for zeros, whose sign counts).
+_PLAIN_SCALARS = frozenset({bool, int, float, str, type(None)})
 
 
 _SAME_GROUPS = (("same_partitions", partitions_of, "partition count"),
