@@ -98,3 +98,19 @@ def test_a_tile_of_an_earlier_launch_is_refused_on_a_cached_site():
     with pytest.raises(KernelError, match="belongs to an earlier kernel launch") as exc:
         nki.simulate(kernel)(x)
     assert exc.value.loc.lineno == kernel.__code__.co_firstlineno + 5
+
+
+def test_the_live_tile_index_stays_bounded_and_names_live_tiles():
+    from trnsim.core import Device
+    from trnsim.errors import AllocationError
+    from trnsim.nki.runner import resolve_chip
+
+    core = Device(resolve_chip("trn2"), values=False).core(0)
+    for _ in range(5000):  # each tile dropped at once: its entry goes when the index doubles
+        core.allocate("sbuf", (128, 64), trnsim.core.dt.resolve("float32"), name="t")
+    assert len(core._live["sbuf"]) <= 2048
+    f32 = trnsim.core.dt.resolve("float32")
+    keep = [core.allocate("sbuf", (128, 4096), f32, name="big") for _ in range(12)]
+    with pytest.raises(AllocationError) as exc:
+        keep.append(core.allocate("sbuf", (128, 4096), f32, name="big"))
+    assert "live: tensor 'big'" in str(exc.value) and "'t'" not in str(exc.value)
