@@ -181,11 +181,15 @@ class NeuronCore:
             self._live_limit = max(1024, 2 * max(len(self._live["sbuf"]),
                                                  len(self._live["psum"])))
 
+    def live_buffers(self, space: str) -> list[Buffer]:
+        """The on-chip tiles of `space` whose allocation is live, in allocation order."""
+        held = (self.sbuf if space == "sbuf" else self.psum).allocator._live
+        return [b for h, r in list(self._live[space].items())
+                if h in held and (b := r()) is not None]
+
     def _live_tiles(self, space: str, shown: int = 6) -> str:
         """What holds the memory: the largest live tiles of `space` (for AllocationError)."""
-        mem = self.sbuf if space == "sbuf" else self.psum
-        live = [b for h, r in list(self._live[space].items())
-                if h in mem.allocator._live and (b := r()) is not None]
+        live = self.live_buffers(space)
         live.sort(key=lambda b: -b.nbytes * b.partitions)
         if not live:
             return "no tile is live"
