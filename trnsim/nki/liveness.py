@@ -85,8 +85,7 @@ def free_idle(ctx: Any, space: str, loc: SourceLocation | None, allocate: Any) -
 
 
 def _live(core: Any, space: str) -> list[Any]:
-    mem = core.sbuf if space == "sbuf" else core.psum
-    return [b for h, b in list(core._live[space].items()) if h in mem.allocator._live]
+    return core.live_buffers(space)
 
 
 def _least_recently_used(program: list, core: int, space: str, bufs: list) -> list:
