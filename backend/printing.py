@@ -15,6 +15,14 @@ import torch._tensor_str as tensor_str
 from trnsim.backend.runtime import Runtime
 
 
+def _has_no_data(t: torch.Tensor) -> bool:
+    """Fake and functional tensors (torch.compile's tracing, aot_autograd's structured logs
+    print them) have no bytes: torch's own printer shows their metadata."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    return is_fake(t) or torch._is_functional_tensor(t)
+
+
 def install(rt: Runtime) -> None:
     original = tensor_str._str
     if getattr(original, "_trnsim", False):
@@ -22,7 +30,7 @@ def install(rt: Runtime) -> None:
 
     def _str(self: Any, *, tensor_contents: Any = None) -> str:
         if tensor_contents is None and isinstance(self, torch.Tensor) and \
-                self.device.type == rt.name and not self.is_sparse:
+                self.device.type == rt.name and not self.is_sparse and not _has_no_data(self):
             with torch.no_grad():
                 host = rt.host_views.of(self.detach()).clone()
             prefix = "tensor(" if type(self) in (torch.Tensor, torch.nn.Parameter) else \

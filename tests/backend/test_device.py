@@ -73,6 +73,17 @@ def test_printing_matches_cpu_with_the_device_suffix(dev):
     assert repr(torch.empty(0, 3).to(dev)) == f"tensor([], device='{dev}:0', size=(0, 3))"
 
 
+def test_a_fake_device_tensor_prints_its_metadata(dev):
+    """aot_autograd's structured logging prints FakeTensors of the device (torch.compile):
+    they have no bytes to format, so torch's printer shows their metadata."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode() as mode:
+        f = mode.from_tensor(torch.ones(2, 3).to(dev))
+        text = repr(f)
+    assert text.startswith("FakeTensor(") and f"device='{dev}:0'" in text and "(2, 3)" in text
+
+
 def test_manual_seed_makes_device_randomness_reproducible_and_equal_to_cpu(dev):
     torch.manual_seed(7)
     a = torch.randn(8, device=dev)
