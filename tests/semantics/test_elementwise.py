@@ -455,6 +455,7 @@ def test_reciprocal_is_correctly_rounded_fp32(rng):
         (nl.int32, 2**31 - 1, np.int32(2**31 - 1)),
         (nl.int8, -7, np.int8(-7)),
         (nl.float16, 3, np.float16(3)),
+        (nl.uint32, 0.0, np.uint32(0)),  # 0.0: all-zero bits (nki-library's cross_partition_copy)
     ],
 )
 def test_memset_values(dtype, value, expect):

@@ -535,6 +535,12 @@ CASES = [
         None,
     ),
     (
+        "memset_half_into_uint",
+        lambda: nisa.memset(dst=t(dtype=nl.uint32), value=0.5),
+        "pass an int for integer tensors",
+        None,
+    ),
+    (
         "memset_packed_nonzero",
         lambda: nisa.memset(dst=t((P, 4), nl.float8_e5m2_x4), value=1),
         "only be set to 0",

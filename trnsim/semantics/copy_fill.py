@@ -134,7 +134,10 @@ def check_memset(*, chip: Any, engine: str, attrs: dict, dst: View, value: Any) 
                 f"dst has packed dtype {dst.dtype.name} and value={value!r}",
                 "packed x4 types can only be set to 0",
             )
-    elif dst.dtype.kind in ("int", "uint", "bool") and isinstance(value, (float, np.floating)):
+    elif (dst.dtype.kind in ("int", "uint", "bool") and isinstance(value, (float, np.floating))
+          and value != 0):
+        # 0.0 is accepted: it is the all-zero bits of every dtype, and nki-library's
+        # cross_partition_copy zeroes uint32 tiles with memset(value=0.0) (moe_block_tkg).
         fail(
             instr,
             f"value={value!r} is a float but dst has dtype {dst.dtype.name}",
