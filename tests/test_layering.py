@@ -15,7 +15,7 @@ LAYERS = {
     "dtypes": 1,
     "dtype_promotion": 1,
     "chip": 2, "chipfile": 2, "chipspec": 2, "spec": 2, "topology": 2,
-    "allocation": 3, "memory": 3, "wide_fp": 3, "operands": 3,
+    "layout": 1, "allocation": 3, "memory": 3, "wide_fp": 3, "operands": 3,
     "semantics": 4, "timing": 5, "trace": 5, "viz": 5, "core": 6,
     "nki": 7,
     "compat": 8, "aliases": 8, "coverage": 9, "timing.profile": 9, "report": 9, "trace_files": 9,

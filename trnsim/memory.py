@@ -5,10 +5,8 @@ Knows dtypes and errors; knows nothing about instructions, engines or time.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +14,7 @@ import numpy as np
 from trnsim import dtypes as dt
 from trnsim import wide_fp
 from trnsim.errors import AllocationError, LivenessMiss, OutOfBoundsError
+from trnsim.layout import Layout, interned, row_major  # noqa: F401 (memory's window type)
 from trnsim.program import Region, SourceLocation
 
 if TYPE_CHECKING:
@@ -133,73 +132,6 @@ class Buffer:
         if self.poison is not None:
             self.poison.touch_all()
             self.poison = None
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A strided window onto a Buffer in units of `dtype` (NKI: offset + sum(strides*idx)).
-
-    Positions index the buffer's storage flattened to 1-D: on chip, element (p, f) of the
-    partition-major storage is at p * F + f with F = elements per partition.
-
-    Derived values (size, span, on-chip span; per buffer placement: bounds, region, operand
-    record) are computed once per Layout: it is immutable, the same view is checked and
-    recorded several times per instruction, and equal layouts are one object (`interned`).
-    """
-
-    dtype: dt.DType
-    offset: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-
-    @functools.cached_property
-    def size(self) -> int:
-        return int(math.prod(self.shape))
-
-    @functools.cached_property
-    def _span(self) -> tuple[int, int]:
-        lo = hi = self.offset
-        for n, s in zip(self.shape, self.strides, strict=True):
-            if n == 0:
-                return self.offset, self.offset - 1
-            if s >= 0:
-                hi += (n - 1) * s
-            else:
-                lo += (n - 1) * s
-        return lo, hi
-
-    def span(self) -> tuple[int, int]:
-        """Lowest and highest storage position touched (inclusive)."""
-        return self._span
-
-
-
-def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a dense row-major array of `shape`."""
-    strides = []
-    acc = 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
-
-
-_INTERNED: dict[tuple, Layout] = {}
-_INTERN_LIMIT = 1 << 16
-
-
-def interned(lay: Layout) -> Layout:
-    """The one Layout object equal to `lay`: a kernel's loops slice the same windows over and
-    over, and what a Layout caches (span, region, bounds, operand record) then carries over.
-    The table holds plain data only (no buffers) and starts over when it grows large."""
-    key = (lay.dtype.name, lay.offset, lay.shape, lay.strides)
-    got = _INTERNED.get(key)
-    if got is not None:
-        return got
-    if len(_INTERNED) >= _INTERN_LIMIT:
-        _INTERNED.clear()
-    _INTERNED[key] = lay
-    return lay
 
 
 def check_bounds(buf: Buffer, lay: Layout, what: str = "view") -> None:
