@@ -1,0 +1,47 @@
+"""nki.compiler: AWS's compiler driver (NEFF compilation, the kernel builder, MLIR dialects).
+
+trnsim runs kernels without compiling them. The package exists because harnesses import it
+by path (nki-library's simulation harness imports AWS's simulator's `nki.compiler`, its trace
+modes `nki.compiler.frontend`). One part runs: `nki.compiler.frontend` traces a kernel on the
+simulated chip (trnsim's tracer is its frontend). The rest (`ncc_driver`, `kernel_builder`,
+`target`, and any name looked up here) raises UnsupportedError naming what does run a kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from trnsim.errors import UnsupportedError
+from trnsim.program import capture_location
+
+__trnsim_unsupported__ = True  # `trnsim coverage`: the path imports, nothing in it runs
+
+_SUBMODULES = ("frontend", "ncc_driver", "kernel_builder", "target")
+
+
+def refusal(what: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"{what}: AWS's NKI compiler (NEFF compilation) is not part of trnsim (kernels are "
+        "simulated, not compiled); run a kernel with nki.jit, nki.simulate or nki.cpu_simulate, "
+        "or trace it with nki.compiler.frontend.ParserFrontend().compile(kernel, inputs=...)",
+        capture_location())
+
+
+def unsupported_getattr(module: str):
+    """A module-level __getattr__ that refuses every public name of `module`."""
+
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise refusal(f"{module}.{name}")
+
+    return __getattr__
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # `from nki.compiler import frontend`
+        return importlib.import_module(f"{__name__}.{name}")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise refusal(f"nki.compiler.{name}")
