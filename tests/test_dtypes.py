@@ -625,3 +625,25 @@ def test_pack_errors():
         dt.unpack_x4(np.zeros(2, np.uint32), dt.float4_e2m1fn_x4)
     with pytest.raises(TypeError, match="not an MX element"):
         dt.pack_x4(np.zeros(4, np.float32), dt.bfloat16)
+
+
+def test_dtype_survives_asdict_pickle_and_is_immutable():
+    """Harnesses keep dtypes in their own dataclasses and pass `**asdict(cfg)` (nki-library's
+    test_attention_tkg.py): a dtype must come out of asdict as itself, not as a dict."""
+    import copy
+    import dataclasses
+    import pickle
+
+    @dataclasses.dataclass
+    class Cfg:
+        dtype: object
+        rows: int
+
+    bf16 = dt.ALL["bfloat16"]
+    out = dataclasses.asdict(Cfg(bf16, 4))
+    assert out["dtype"] is bf16 or out["dtype"] == bf16
+    assert isinstance(out["dtype"], dt.DType) and np.dtype(out["dtype"]) == ml_dtypes.bfloat16
+    assert not np.issubdtype(out["dtype"], np.integer)  # the harness asks this; must not raise
+    assert pickle.loads(pickle.dumps(bf16)) == bf16 and copy.deepcopy(bf16) == bf16
+    with pytest.raises(AttributeError, match="immutable"):
+        bf16.name = "float32"

@@ -51,6 +51,7 @@ Conversion rules (`cast`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -59,19 +60,31 @@ KINDS = ("float", "int", "uint", "bool", "packed")
 TAG = "nki_dtype"  # numpy dtype metadata key naming a packed type (see _tagged)
 
 
-@dataclass(frozen=True, eq=False)
 class DType:
-    """A device dtype. Compares equal to its name, aliases and numpy/ml_dtypes types."""
+    """A device dtype. Compares equal to its name, aliases and numpy/ml_dtypes types.
 
+    Immutable. Deliberately not a dataclass: kernels' test harnesses put dtypes in their own
+    dataclasses and call dataclasses.asdict on them, which would turn a dataclass dtype into a
+    dict (nki-library's test_attention_tkg.py passes `**asdict(test_cfg)`)."""
+
+    __slots__ = ("itemsize", "kind", "name", "storage")
     name: str
     storage: np.dtype
     itemsize: int  # bytes on the device
     kind: str  # float | int | uint | bool | packed
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "storage", np.dtype(self.storage))
-        if self.kind not in KINDS:
-            raise ValueError(f"DType {self.name}: kind {self.kind!r} not in {KINDS}")
+    def __init__(self, name: str, storage: Any, itemsize: int, kind: str) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"DType {name}: kind {kind!r} not in {KINDS}")
+        for attr, value in (("name", name), ("storage", np.dtype(storage)),
+                            ("itemsize", itemsize), ("kind", kind)):
+            object.__setattr__(self, attr, value)
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        raise AttributeError(f"DType {self.name} is immutable")
+
+    def __reduce__(self) -> tuple:
+        return (DType, (self.name, self.storage, self.itemsize, self.kind))
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DType):
