@@ -16,7 +16,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.errors import ConstraintError, OutOfBoundsError
-from trnsim.memory import Layout, View, region_of
+from trnsim.memory import Layout, View, interned, region_of
 from trnsim.nki import view_shapes as vs
 from trnsim.nki import views as vw
 from trnsim.nki.dynamic_offset import (
@@ -184,8 +184,12 @@ class DynamicAccess:
         dyn = self._ap_dynamic(scalar_offset, vector_offset, indirect_dim, ratio)
         if dyn is not None and dyn.kind == "vector":
             strides[0] = 0
-        lay = Layout(new, off, shape, tuple(strides))
-        return self._derive(lay, dyn, "ap")
+        lay = interned(Layout(new, off, shape, tuple(strides)))
+        # Bounds are checked when an instruction uses the pattern (core.NeuronCore.issue), not
+        # here: kernels make patterns they use only under a condition (nki-library's
+        # output_projection_tkg.py makes the last h_2 tile's pattern, past the weights, and
+        # skips its matmul), and a pattern no instruction uses moves no byte.
+        return type(self)(self.buffer, lay, dyn)
 
     def _ap_dynamic(
         self, scalar_offset: Any, vector_offset: Any, indirect_dim: int, ratio: tuple[int, int]

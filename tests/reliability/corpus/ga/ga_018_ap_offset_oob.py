@@ -1,9 +1,11 @@
 """Planted error: an access pattern past the tensor.
 
-Rule: nki-api.md §4.2 .ap().
+Rule: nki-api.md §4.2 .ap(). The pattern is checked where an instruction uses it (a pattern
+made but never used, e.g. under an untaken branch, moves no byte: nki-library's
+output_projection_tkg.py makes one): the error names the operand, at the same line.
 """
 # ruff: noqa  (a deliberately wrong script: unused names and long lines are fine)
-# expect: OutOfBoundsError: ap: elements \[65536, 130563\] of hbm tensor 'arg0' are outside \[0, 65535\]
+# expect: OutOfBoundsError: dma_copy operand 'src': elements \[65536, 130563\] of hbm tensor 'arg0' are outside \[0, 65535\]
 import numpy as np
 
 import nki
