@@ -20,6 +20,7 @@ TimeoutError inside it), so a bounded run reports slow tests instead of waiting 
 from __future__ import annotations
 
 import collections
+import faulthandler
 import hashlib
 import os
 import re
@@ -76,10 +77,28 @@ def _watch_rss(limit_bytes: int) -> None:
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * page
         if rss > limit_bytes:
-            os.write(2, f"nkilib_sample: resident memory {rss >> 20} MiB passed the limit "
-                        f"{limit_bytes >> 20} MiB (NKILIB_MAX_RSS_GB); ending\n".encode())
+            msg = (f"nkilib_sample: resident memory {rss >> 20} MiB passed the limit "
+                   f"{limit_bytes >> 20} MiB (NKILIB_MAX_RSS_GB) in {_CURRENT[0]}; ending\n")
+            os.write(2, msg.encode())
+            _log(msg)
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(0.25)
+
+
+_CURRENT = ["(no test)"]  # the node id running in this process, for the crash log
+
+
+def _log(msg: str) -> None:
+    """Append to NKILIB_CRASH_LOG (xdist workers' stderr does not reach the run's output)."""
+    path = os.environ.get("NKILIB_CRASH_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(msg)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: object) -> None:
+    _CURRENT[0] = item.nodeid
 
 
 class TestTimeout(TimeoutError):
@@ -107,6 +126,9 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    crash_log = os.environ.get("NKILIB_CRASH_LOG")
+    if crash_log:  # a segfault's Python traceback, with the test, lands there too
+        faulthandler.enable(file=open(crash_log, "a"), all_threads=True)  # noqa: SIM115
     limit = os.environ.get("NKILIB_MAX_RSS_GB")
     if limit and os.path.exists("/proc/self/statm"):
         threading.Thread(target=_watch_rss, args=(int(float(limit) * (1 << 30)),),

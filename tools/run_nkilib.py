@@ -15,8 +15,10 @@ supplies what the public harness lacks (see its docstring). `--all` sets
 NKILIB_SIMULATION_RUN_ALL=1 (the large shapes the harness otherwise skips). `--sample F` runs
 a deterministic share F of the collected tests (nkilib_sample: by node-id hash), for runs
 that must fit in a time budget; `--per-family N` a stratified sample (N tests per kernel
-family); `--timeout S` ends a test past S seconds. NEURON_PYTHONHASHSEED defaults to 0 so
-that the harness's random parametrizations are the same on every run and worker. The
+family); `--timeout S` ends a test past S seconds; a worker that the memory guard
+(`--max-rss-gb`) ends or that crashes logs why, with the test, to RESULTS.crashes.log.
+NEURON_PYTHONHASHSEED defaults to 0 so that the harness's random parametrizations are the
+same on every run and worker. The
 summary gives per family passed / failed / skipped / errors, the share passed of the tests
 run, and the most common failure messages.
 """
@@ -52,6 +54,7 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
         p for p in ("src", str(TOOLS), env.get("PYTHONPATH", "")) if p)
     env.setdefault("NEURON_PYTHONHASHSEED", "0")  # the harness seeds random parametrizations
     env.setdefault("NKILIB_MAX_RSS_GB", str(args.max_rss_gb))
+    env.setdefault("NKILIB_CRASH_LOG", str(crash_log(args)))
     if args.all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     if args.sample is not None:
@@ -61,6 +64,12 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
     if args.timeout is not None:
         env["NKILIB_TEST_TIMEOUT_S"] = str(args.timeout)
     return env
+
+
+def crash_log(args: argparse.Namespace) -> pathlib.Path:
+    """Where workers log memory-guard ends and segfault tracebacks (next to the junit file)."""
+    xml = (args.junitxml or args.checkout / "nkilib-trnsim.xml").resolve()
+    return xml.with_suffix(".crashes.log")
 
 
 def summarize(xml_path: pathlib.Path) -> str:
@@ -115,10 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     xml = (args.junitxml or args.checkout / "nkilib-trnsim.xml").resolve()
     targets = args.targets
     extra = [f"--junitxml={xml}"] + (["-n", str(args.n)] if str(args.n) != "0" else [])
+    crash_log(args).unlink(missing_ok=True)
     start = time.monotonic()
     subprocess.run(pytest_cmd(args, extra + targets), cwd=args.checkout,
                    env=environment(args), check=False)
     print(f"\nwall time {time.monotonic() - start:.0f} s; results in {xml}\n")
+    if crash_log(args).exists():
+        print(f"worker crashes (memory guard, segfaults): {crash_log(args)}\n")
     print(summarize(xml))
     return 0
 
