@@ -88,3 +88,41 @@ def test_a_tile_freed_too_early_makes_the_launch_run_again_keeping_it():
     np.testing.assert_allclose(out[:8], REF, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out[8], REF[1], rtol=1e-5, atol=1e-5)
     assert sum(i.opcode == "nc_matmul" for i in prof.program) == 9  # the last run only
+
+
+@nki.jit
+def spare_tiles_then_banks(s, mv, out, late: bool):
+    """Eight half-bank PSUM tiles made at once (each starts a bank), one used; then three
+    full banks. The seven untouched tiles hold no space for the compiler until first used;
+    with `late`, one of them is used at the end: the launch runs again keeping it."""
+    h = N // 2
+    s_sb = nl.ndarray((K, M), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s_sb, src=s)
+    spare = [nl.ndarray((M, h), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
+    mv0 = nl.ndarray((K, h), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mv0, src=mv[0][:, 0:h])
+    nisa.nc_matmul(dst=spare[0], stationary=s_sb, moving=mv0)
+    r = nl.ndarray((M, h), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=r, src=spare[0])
+    nisa.dma_copy(dst=out[0][:, 0:h], src=r)
+    banks = [nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum) for _ in range(3)]
+    for b in range(3):  # all three live at once
+        _matmul_into(banks[b], s_sb, mv[b + 1])
+    for b in range(3):
+        _store(out[b + 1], banks[b])
+    if late:
+        nisa.nc_matmul(dst=spare[5], stationary=s_sb, moving=mv0)
+        nisa.tensor_copy(dst=r, src=spare[5])
+        nisa.dma_copy(dst=out[4][:, 0:h], src=r)
+
+
+def test_tiles_never_used_yet_are_freed_after_the_used_ones():
+    h = N // 2
+    for late in (False, True):
+        out = np.zeros((5, M, N), np.float32)
+        prof = trnsim.profile(spare_tiles_then_banks, S, MV, out, late)
+        np.testing.assert_allclose(out[0][:, :h], REF[0][:, :h], rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(out[1:4], REF[1:4], rtol=1e-5, atol=1e-5)
+        assert sum(i.opcode == "nc_matmul" for i in prof.program) == 4 + late  # one run's
+        if late:
+            np.testing.assert_array_equal(out[4][:, :h], out[0][:, :h])

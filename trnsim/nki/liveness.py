@@ -6,7 +6,9 @@ again, holds its bytes in trnsim until the function returns, while the compiler 
 right after the last use (nki-library's MoE kernels allocate all eight PSUM banks after such a
 tile). trnsim does not know the future uses of a tile, so when an automatic allocation finds
 its memory full (and trnsim.nki.tile_reuse found nothing to reuse), it frees live tiles of the
-same memory and core that were used since they were made, least recently used first, until the
+same memory and core that were used since they were made, least recently used first, then tiles
+not used yet (made, never touched: the compiler gives them no space before their first use;
+nki-library's qkv_cte.py makes eight PSUM transpose tiles and may use one), until the
 allocation fits. A freed tile is unusable: if the kernel touches it again, its last use was
 not its last, and the launch runs again from its inputs with that tile kept (`LivenessMiss`,
 caught by trnsim.nki.runner). After `MAX_ATTEMPTS` runs, or when a run would not start from the
@@ -90,7 +92,7 @@ def _live(core: Any, space: str) -> list[Any]:
 
 def _least_recently_used(program: list, core: int, space: str, bufs: list) -> list:
     """The tiles among `bufs` used since they were made, least recently used first (the
-    last instruction whose operand regions overlap a tile's bytes)."""
+    last instruction whose operand regions overlap a tile's bytes), then those never used."""
     if not bufs:
         return []
     last: dict[int, int] = {}
@@ -113,4 +115,5 @@ def _least_recently_used(program: list, core: int, space: str, bufs: list) -> li
         if len(last) == len(boxes):
             break
     used = [b for b in bufs if id(b) in last]
-    return sorted(used, key=lambda b: last[id(b)])
+    unused = [b for b in bufs if id(b) not in last]  # made, not touched yet: no live range
+    return sorted(used, key=lambda b: last[id(b)]) + unused
