@@ -81,6 +81,10 @@ def _watch_rss(limit_bytes: int) -> None:
                    f"{limit_bytes >> 20} MiB (NKILIB_MAX_RSS_GB) in {_CURRENT[0]}; ending\n")
             os.write(2, msg.encode())
             _log(msg)
+            path = os.environ.get("NKILIB_CRASH_LOG")
+            if path:  # where the memory went: every thread's stack at the limit
+                with open(path, "a") as f:
+                    faulthandler.dump_traceback(file=f, all_threads=True)
             os.kill(os.getpid(), signal.SIGKILL)
         time.sleep(0.25)
 
