@@ -120,6 +120,21 @@ def test_lnc2_ranks_issue_collectives_together():
     np.testing.assert_allclose(outs[3], np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
 
 
+def test_keyword_arguments_per_rank():
+    """kwargs=callable(rank): each rank its own keyword arguments (as harnesses that keep one
+    input dict per rank pass them), against numpy; a plain dict is shared by every rank."""
+    n = 4
+    xs = _inputs(n, seed=3)
+    outs = run_ranks(K.all_gather_kernel, lambda r: (), lambda r: {"x": xs[r], "n": n},
+                     ranks=n, chip="trn2", topology="trn2-instance").outputs
+    for r in range(n):
+        np.testing.assert_array_equal(outs[r], np.concatenate(xs))
+    shared = run_ranks(K.all_reduce_kernel, [(x,) for x in xs], {"n": n}, chip="trn2",
+                       topology="trn2-instance").outputs
+    ref = np.sum(np.stack(xs).astype(np.float64), axis=0)
+    np.testing.assert_allclose(shared[1], ref, rtol=1e-5, atol=1e-5)
+
+
 # ---------------------------------------------------------------- errors
 
 

@@ -161,10 +161,12 @@ def _resolve_topology(topology: Any, chip: Any) -> Any:
 
 
 def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Sequence[Any]],
-              kwargs: dict[str, Any] | None = None, *, ranks: int | None = None,
+              kwargs: dict[str, Any] | Callable[[int], dict[str, Any]] | None = None, *,
+              ranks: int | None = None,
               chip: Any = None, topology: Any = None, lnc: int = 1, values: bool = True,
               seed: int = 0) -> RanksRun:
-    """Launch `kernel` on `ranks` ranks: rank r gets the arguments args[r] (or args(r)).
+    """Launch `kernel` on `ranks` ranks: rank r gets the arguments args[r] (or args(r)) and
+    the keyword arguments `kwargs` (the same for every rank) or kwargs(r).
 
     chip: default NEURON_PLATFORM_TARGET_OVERRIDE, else trn3; topology: a built-in name or a
     YAML file, default the chip's largest (trn2-ultraserver, trn3-ultraserver-gen2); lnc: 1 or
@@ -187,6 +189,8 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
                               f"configs {', '.join(map(str, spec.lnc_allowed))}")
     per_rank = [tuple(args(r)) for r in range(ranks or 0)] if callable(args) else \
         [tuple(a) for a in args]
+    per_rank_kw = [dict(kwargs(r) if callable(kwargs) else kwargs or {})
+                   for r in range(len(per_rank))]
     n = ranks if ranks is not None else len(per_rank)
     if len(per_rank) != n or n < 1:
         raise ConstraintError(f"run_ranks: {len(per_rank)} argument tuples for ranks={n}; "
@@ -209,7 +213,7 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
             dargs = [_arg_to_device(dev, a, f"arg{i}", f"{labels[i]} of rank {r}", host)
                      for i, a in enumerate(per_rank[r])]
             dkw = {key: _arg_to_device(dev, v, key, f"{key} of rank {r}", host)
-                   for key, v in (kwargs or {}).items()}
+                   for key, v in per_rank_kw[r].items()}
         except KernelError as e:  # an argument refused: at the line that launched the kernel
             raise e.with_loc(capture_location()) from None
         if values and guard_writes(host):
@@ -235,7 +239,7 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
         _warn_hidden_hazards(prog)
         result = results[r * lnc + lnc - 1]
         check_ga_outputs(result, k.fn)
-        like = _first_torch(per_rank[r], kwargs or {})
+        like = _first_torch(per_rank[r], per_rank_kw[r])
         outputs.append(_result_to_host(result, like) if values else None)
         if values:
             write_back(hosts[r])
