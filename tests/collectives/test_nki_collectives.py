@@ -120,6 +120,37 @@ def test_lnc2_ranks_issue_collectives_together():
     np.testing.assert_allclose(outs[3], np.sum(xs, axis=0), rtol=1e-5, atol=1e-5)
 
 
+def test_lnc2_cores_gather_their_own_sbuf_tiles():
+    """At LNC=2 each core passing its own SBUF tiles makes a collective per core, among the
+    same-numbered cores of the ranks (each core gathers its row block of every rank's input);
+    the launch also times."""
+    from trnsim.nki import collectives as cc
+    from trnsim.nki import isa as nisa
+    from trnsim.nki import language as nl
+
+    n, rows, k = 4, 64, 32
+
+    def kernel(x):
+        core = nl.program_id(0)
+        out = nl.ndarray((2 * rows, k * n), x.dtype, buffer=nl.shared_hbm)
+        src = nl.ndarray((rows, k), x.dtype, buffer=nl.sbuf)
+        dst = nl.ndarray((rows, k * n), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=src, src=x[core * rows:(core + 1) * rows, :])
+        cc.all_gather([src], [dst], cc.ReplicaGroup([list(range(n))]), collective_dim=1)
+        nisa.dma_copy(dst=out[core * rows:(core + 1) * rows, :], src=dst)
+        return out
+
+    xs = _inputs(n, shape=(2 * rows, k), seed=5)
+    run = run_ranks(kernel, [(x,) for x in xs], chip="trn2", topology="trn2-instance", lnc=2)
+    want = np.concatenate(xs, axis=1)
+    for r in range(n):
+        np.testing.assert_array_equal(run.outputs[r], want)
+    assert len(run.world.calls) == 2  # one collective per core
+    spans = run.timing().spans  # each rank busy with two all_gathers, one per core
+    assert sorted(s.rank for s in spans) == sorted(list(range(n)) * 2)
+    assert all(s.end_ns > s.start_ns for s in spans)
+
+
 def test_keyword_arguments_per_rank():
     """kwargs=callable(rank): each rank its own keyword arguments (as harnesses that keep one
     input dict per rank pass them), against numpy; a plain dict is shared by every rank."""

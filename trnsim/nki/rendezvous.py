@@ -70,28 +70,46 @@ def _complete(entry: dict, rank_list: tuple[int, ...], spec: Spec, world: World,
               k: int) -> None:
     calls = [entry["calls"][(r, p)] for r in rank_list for p in range(world.lnc)]
     _check_consistent(calls, rank_list, k)
-    firsts = [c for c in calls if c.program == 0]
+    # One collective of the ranks (both cores name the same tensors), or one per core.
+    groups = ([[c for c in calls if c.program == p] for p in range(world.lnc)]
+              if _per_core(calls) else [[c for c in calls if c.program == 0]])
     if world.devices[0].values:
-        results = spec.compute(firsts, world)
-        for c in calls:
-            res = results[rank_list.index(c.rank)]
-            for dst, value in zip(c.dsts, res, strict=True):
-                if value is not None:
-                    dst.write(value)
-    members: dict[int, list[int]] = {}
+        for group in groups:
+            results = spec.compute(group, world)
+            for c in (group if len(groups) > 1 else calls):
+                res = results[rank_list.index(c.rank)]
+                for dst, value in zip(c.dsts, res, strict=True):
+                    if value is not None:
+                        dst.write(value)
+    members: dict[tuple[int, int], list[int]] = {}
     for c in calls:
         recs = _issue(c, spec.opcode)
         entry["records"][(c.rank, c.program)] = NkiInstruction(recs[-1])
-        if c.program == 0:
-            members[c.rank] = [r.index for r in recs]
-    op, nbytes, pairs = spec.timing(firsts, world.lnc)
-    for i in range(len(firsts[0].srcs) or 1):
-        per_rank = {r: idx[i] for r, idx in members.items()}
-        part_pairs = pairs[i] if pairs is not None else None
-        part_bytes = nbytes[i] if isinstance(nbytes, tuple) else nbytes
-        world.calls.append(CollectiveRecord(op, rank_list, part_bytes, per_rank, len(world.log),
-                                            part_pairs, calls[0].op))
+        members[(c.rank, c.program)] = [r.index for r in recs]
+    for group in groups:
+        op, nbytes, pairs = spec.timing(group, world.lnc)
+        for i in range(len(group[0].srcs) or 1):
+            per_rank = {c.rank: members[(c.rank, c.program)][i] for c in group}
+            part_pairs = pairs[i] if pairs is not None else None
+            part_bytes = nbytes[i] if isinstance(nbytes, tuple) else nbytes
+            world.calls.append(CollectiveRecord(op, rank_list, part_bytes, per_rank,
+                                                len(world.log), part_pairs, calls[0].op))
     entry["done"] = True
+
+
+def _per_core(calls: list[Call]) -> bool:
+    """At LNC=2, do the cores of a rank pass their own tensors (SBUF tiles: each core has its
+    own SBUF)? Then each core's call is a collective of its own among the same-numbered cores
+    of the ranks, as nki-library's allgather_sb2sb_tiled (sb2sb_allgather.py:147-162, run at
+    LNC=2 by its tests) gathers each core's tiles; cores naming the same shared-HBM tensors
+    issue one collective together."""
+    first: dict[int, Call] = {}
+    for c in calls:
+        f = first.setdefault(c.rank, c)
+        if f is not c and any(a.buffer is not b.buffer or a.layout != b.layout
+                              for a, b in zip(f.srcs + f.dsts, c.srcs + c.dsts, strict=True)):
+            return True
+    return False
 
 
 def _issue(c: Call, opcode: str) -> list[Any]:
@@ -155,12 +173,3 @@ def _check_consistent(calls: list[Call], rank_list: tuple[int, ...], k: int) -> 
                         f"{list(rank_list)}): rank {c.rank}'s {what}[{i}] is {_shape_text(b)}"
                         f"{where(c)}, rank {first.rank}'s is {_shape_text(a)}{where(first)}; "
                         "every rank must pass the same shapes and dtypes", c.loc)
-        if c.rank == first.rank and c.program != first.program:
-            for a, b in zip(first.srcs + first.dsts, c.srcs + c.dsts, strict=True):
-                if a.buffer is not b.buffer or a.layout != b.layout:
-                    raise ConstraintError(
-                        f"nki.collectives.{c.op}: at LNC=2 both cores of rank {c.rank} issue "
-                        f"the collective together, so their calls must name the same tensors; "
-                        f"core 1 passes '{b.name}'{where(c)} where core 0 passes "
-                        f"'{a.name}'{where(first)} (use nl.shared_hbm tensors both cores "
-                        "address)", c.loc)
