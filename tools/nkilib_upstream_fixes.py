@@ -1,6 +1,7 @@
-"""pytest plugin for tools/run_nkilib.py: works around three defects of nki-library's public
-test harness that stop its simulation mode before any simulator runs. It changes no file of the
-checkout; load it with `-p nkilib_upstream_fixes` (tools/ on PYTHONPATH).
+"""pytest plugin for tools/run_nkilib.py: supplies four things nki-library's public test
+harness lacks in its simulation mode (three stop every test; the fourth, multi-rank runs, stops
+the multi-rank ones). It changes no file of the checkout; load it with `-p
+nkilib_upstream_fixes` (tools/ on PYTHONPATH).
 
 At aws-neuron/nki-library d2ad3a5:
 1. test/conftest.py imports (through host_management) test/utils/core_lock_client.py and
@@ -20,6 +21,11 @@ At aws-neuron/nki-library d2ad3a5:
    ends in "AttributeError: 'Orchestrator' object has no attribute '_compiled_kernel'" after
    its kernel ran. The plugin gives the class the attribute's "nothing compiled" value, None,
    which the method already handles (it returns when `not self._compiled_kernel`).
+4. The simulation path launches one rank (simulation_setup.py:91-92), so multi-rank
+   (collectives) tests, `InferenceArgs(collective_ranks > 1)`, fail before or at their first
+   collective. At session start this plugin also loads nkilib_multirank (next to it), which runs
+   every rank through trnsim.nki.run_ranks and writes each rank's outputs where the harness's
+   validator reads a hardware multi-rank run (its docstring gives the evidence).
 """
 
 from __future__ import annotations
@@ -82,8 +88,11 @@ _register()
 
 
 def pytest_sessionstart(session: object) -> None:
-    """After test/conftest.py has been imported: defect 3 (see the module docstring)."""
+    """After test/conftest.py has been imported: defects 3 and 4 (see the module docstring)."""
     orch = sys.modules.get("test.utils.test_orchestrator")
     cls = getattr(orch, "Orchestrator", None)
     if cls is not None and not hasattr(cls, "_compiled_kernel"):
         cls._compiled_kernel = None
+    import nkilib_multirank  # defect 4
+
+    nkilib_multirank.install()
