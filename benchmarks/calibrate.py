@@ -64,6 +64,9 @@ class Param:
     # only programs with a plain DMA whose descriptors fall in this class of the chip's
     # descriptor cost table (dma.descriptor_cost)
     descriptor_class: str = ""
+    # the value without a fit (documented or inferred): the fit's choice wherever the points
+    # it sees cannot tell values apart (a parameter none of them depends on)
+    prior: float = 0.0
 
     def affects(self, program, chip) -> bool:
         if self.descriptor_class:
@@ -93,6 +96,7 @@ PARAMS = (
         "the guidance's 'overhead-bound' implies at most",
         "",
         descriptor_class="small",
+        prior=1.0,
     ),
     Param(
         "dma.descriptor_cost.small.overhead_ns",
@@ -104,6 +108,7 @@ PARAMS = (
         "(NKI-DMA-BW: 2 KiB at 70-90 % of the engine rate)",
         "ns",
         descriptor_class="small",
+        prior=13.39,
     ),
     Param(
         "dma.queue_dma_overhead_ns",
@@ -124,6 +129,7 @@ PARAMS = (
         "at 8N the reciprocals of the measured silu alone take longer than the whole kernel",
         "",
         "reciprocal",
+        prior=8.0,
     ),
 )
 
@@ -174,11 +180,13 @@ def fit(
     measured: np.ndarray,
     use: np.ndarray,
     cells: float = 1e6,
+    priors: list[float] | None = None,
 ) -> np.ndarray:
     """Parameters minimising mean |log(pred/measured)| over the points `use`, on a fine
     product grid (about `cells` points, at most 41 per axis) of the interpolated log-latency
     table (bounded, deterministic). Multilinear interpolation on a product grid is separable:
-    one linear map per axis."""
+    one linear map per axis. Among grid points within 1e-4 of the least error (the points
+    cannot tell them apart), the one nearest the priors (in units of each axis's range)."""
     steps = int(min(41, max(11, round(cells ** (1 / len(axes))))))
     fine_axes = [np.linspace(ax[0], ax[-1], steps) for ax in axes]
     fine = table[..., use]
@@ -190,6 +198,13 @@ def fit(
             w[i, j], w[i, j + 1] = 1 - t, t
         fine = np.moveaxis(np.tensordot(w, fine, axes=([1], [k])), 0, k)
     err = np.mean(np.abs(fine - np.log(measured[use])), axis=-1)
+    if priors is not None:
+        dist = sum(
+            np.reshape(((fa - p) / (fa[-1] - fa[0])) ** 2, [-1 if j == k else 1 for j in
+                                                            range(len(axes))])
+            for k, (fa, p) in enumerate(zip(fine_axes, priors, strict=True))
+        )
+        err = np.where(err <= err.min() + 1e-4, dist, np.inf)
     best = np.unravel_index(int(np.argmin(err)), err.shape)
     return np.array([fa[i] for fa, i in zip(fine_axes, best, strict=True)])
 
@@ -260,13 +275,14 @@ def main() -> None:
         )
     measured = np.array([c.published_ms for c in CAL])
     everyone = np.ones(len(CAL), bool)
-    x_all = fit(table, axes, measured, everyone)
+    priors = [p.prior for p in PARAMS]
+    x_all = fit(table, axes, measured, everyone, priors=priors)
     fitted = {p.key: float(v) for p, v in zip(PARAMS, x_all, strict=True)}
     loo = []
     for j in range(len(CAL)):
         use = everyone.copy()
         use[j] = False
-        xj = fit(table, axes, measured, use)
+        xj = fit(table, axes, measured, use, priors=priors)
         loo.append(math.exp(_interp(table, axes, xj)[j]))
     if opts.write:
         write_values(fitted, CAL)
