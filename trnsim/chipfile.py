@@ -26,6 +26,7 @@ from trnsim.chipspec import (
     ChipSpec,
     EngineSpec,
     Provenance,
+    descriptor_classes,
     tick_clock_mhz,
 )
 from trnsim.errors import SpecError
@@ -334,6 +335,10 @@ def _validate(chip: ChipSpec, fname: str) -> None:
         "needs at least one engine and one queue",
     )
     need(d.engine_bytes_per_ns > 0, "dma.engine_bytes_per_ns", "must be positive")
+    try:
+        descriptor_classes(d.descriptor_cost)
+    except ValueError as e:
+        raise SpecError(f"{fname}: dma.descriptor_cost: {e}") from None
     need(
         chip.tile_size["pmax"] <= s.partitions,
         "tile_size.pmax",

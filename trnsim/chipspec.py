@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -125,7 +126,10 @@ class DmaSpec:
     partitions_per_engine: int
     engine_bytes_per_ns: float
     engine_theoretical_gbps: float
-    descriptor_overhead_ns: float
+    # The per-descriptor cost table (one per generation): rows `<class>.from_bytes`,
+    # `<class>.overhead_ns`, `<class>.time_factor`; a descriptor (one partition's contiguous
+    # run) of s bytes takes the row with the largest from_bytes <= s (see descriptor_cost).
+    descriptor_cost: Mapping[str, float]
     trigger_latency_ns: float
     hwdge_blocks_per_core: int
     hwdge_issue_ns: float
@@ -140,11 +144,58 @@ class DmaSpec:
     # Per transfer, serial on its DMA queue (core, queue name) before its chunks start: the
     # queue's per-DMA processing; optional, 0 when a chip file omits it.
     queue_dma_overhead_ns: float = 0.0
-    # Descriptors (one partition's contiguous run) shorter than efficient_descriptor_bytes
-    # stream small_descriptor_time_factor times slower than the engine rate; optional, no
-    # effect when a chip file omits them.
-    efficient_descriptor_bytes: int = 0
-    small_descriptor_time_factor: float = 1.0
+
+    @functools.cached_property
+    def descriptor_classes(self) -> tuple[tuple[int, float, float, str], ...]:
+        """The descriptor cost table as (from_bytes, overhead_ns, time_factor, class), by size."""
+        return descriptor_classes(self.descriptor_cost)
+
+    def descriptor_cost_at(self, nbytes: int) -> tuple[float, float]:
+        """(fixed ns, streaming time factor) of one descriptor of `nbytes` bytes: the row with
+        the largest from_bytes <= nbytes. It then costs fixed + nbytes x factor / rate."""
+        row = self.descriptor_classes[0]
+        for r in self.descriptor_classes:
+            if r[0] > nbytes:
+                break
+            row = r
+        return row[1], row[2]
+
+
+_DESCRIPTOR_FIELDS = ("from_bytes", "overhead_ns", "time_factor")
+
+
+def descriptor_classes(table: Mapping[str, float]) -> tuple[tuple[int, float, float, str], ...]:
+    """Rows of a dma.descriptor_cost table, sorted by from_bytes; ValueError names what is
+    wrong (a class without its three numbers, no row from 0 B, a factor < 1, ...)."""
+    names: dict[str, dict[str, float]] = {}
+    for key, v in table.items():
+        cls, _, field = key.rpartition(".")
+        if not cls or field not in _DESCRIPTOR_FIELDS:
+            raise ValueError(
+                f"{key!r}: expected <class>.{{{', '.join(_DESCRIPTOR_FIELDS)}}}"
+            )
+        names.setdefault(cls, {})[field] = float(v)
+    rows = []
+    for cls, f in names.items():
+        missing = [k for k in _DESCRIPTOR_FIELDS if k not in f]
+        if missing:
+            raise ValueError(f"{cls}: missing {', '.join(missing)}")
+        if f["from_bytes"] < 0 or f["from_bytes"] != int(f["from_bytes"]):
+            raise ValueError(f"{cls}.from_bytes: {f['from_bytes']} is not a byte count >= 0")
+        if f["overhead_ns"] < 0:
+            raise ValueError(f"{cls}.overhead_ns: {f['overhead_ns']} is negative")
+        if f["time_factor"] < 1:
+            raise ValueError(
+                f"{cls}.time_factor: {f['time_factor']} < 1 (a descriptor cannot stream "
+                "faster than the engine rate)"
+            )
+        rows.append((int(f["from_bytes"]), f["overhead_ns"], f["time_factor"], cls))
+    rows.sort()
+    if not rows or rows[0][0] != 0:
+        raise ValueError("needs a class with from_bytes 0 (every size must have a cost)")
+    if len({r[0] for r in rows}) != len(rows):
+        raise ValueError("two classes have the same from_bytes")
+    return tuple(rows)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,7 +1,7 @@
-"""benchmarks/heldout_kernels: NKIBench's rmsnorm_matmul and rope baselines, as rewritten for
-the held-out timing check, match float64 references at small shapes, and a timing-only profile
-(values=False, zero-stride inputs) issues the same program and gives the same latency as a run
-with values."""
+"""benchmarks/heldout_kernels: NKIBench's rmsnorm_matmul, rope, add_rmsnorm_matmul and
+matmul_add_rmsnorm baselines, as rewritten for the held-out timing check, match float64
+references at small shapes, and a timing-only profile (values=False, zero-stride inputs) issues
+the same program and gives the same latency as a run with values."""
 
 from __future__ import annotations
 
@@ -131,6 +131,45 @@ def test_add_rmsnorm_matmul_timing_only_same_program(rng):
     with_values = trnsim.profile(arm_mod.add_rmsnorm_matmul, *args, chip="trn1")
     timing = trnsim.profile(
         arm_mod.add_rmsnorm_matmul, *_zeros_like(*args), chip="trn1", values=False
+    )
+    assert _signature(timing) == _signature(with_values)
+    assert timing.latency_ns == with_values.latency_ns
+
+
+mar_mod = load("nkibench_matmul_add_rmsnorm")
+
+
+def _mar_inputs(rng: np.random.Generator):
+    """M=256, K=256, N=1024: two row tiles, two K tiles, two 512-column chunks of N."""
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 1024)).astype(np.float32)
+    z = rng.standard_normal((256, 1024)).astype(np.float32)
+    g = rng.standard_normal(1024).astype(np.float32)
+    return x, w, z, g
+
+
+def test_matmul_add_rmsnorm_matches_float64(rng):
+    """fp32 matmuls (sums of 256 products), add and statistics: the normalised rows are of
+    magnitude ~|g|, within a few fp32 ulps of the largest output."""
+    args = _mar_inputs(rng)
+    got = mar_mod.matmul_add_rmsnorm(*args)
+    ref = mar_mod.reference(*args)
+    assert got.shape == ref.shape == (256, 1024) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=0, atol=64 * _EPS32 * np.abs(ref).max())
+
+
+def test_matmul_add_rmsnorm_normalises_each_row(rng):
+    """With g = 1 every output row has mean square 1 (up to eps and fp32 rounding)."""
+    x, w, z, _ = _mar_inputs(rng)
+    got = mar_mod.matmul_add_rmsnorm(x, w, z, np.ones(1024, np.float32)).astype(np.float64)
+    np.testing.assert_allclose(np.mean(got * got, axis=1), 1.0, rtol=1e-5)
+
+
+def test_matmul_add_rmsnorm_timing_only_same_program(rng):
+    args = _mar_inputs(rng)
+    with_values = trnsim.profile(mar_mod.matmul_add_rmsnorm, *args, chip="trn1")
+    timing = trnsim.profile(
+        mar_mod.matmul_add_rmsnorm, *_zeros_like(*args), chip="trn1", values=False
     )
     assert _signature(timing) == _signature(with_values)
     assert timing.latency_ns == with_values.latency_ns

@@ -254,3 +254,41 @@ def test_kernels_record_which_engines_they_left_to_the_compiler():
     np.testing.assert_array_equal(prof.outputs, x)
     marks = [(i.opcode, i.engine_unknown) for i in prof.program if i.opcode == "tensor_copy"]
     assert marks == [("tensor_copy", True), ("tensor_copy", False)]
+
+
+# ---------------------------------------------------------------- ScalarE equivalents
+def _recip(b: ProgramBuilder) -> int:
+    return b.add(
+        "reciprocal",
+        "vector",
+        [tile("sbuf", (128, 512), "float32", offset=65536, name="data")],
+        [tile("sbuf", (128, 512), "float32", offset=98304, name="dst")],
+    )
+
+
+@pytest.mark.parametrize(("first", "moves"), [("sqrt", True), ("exp", False)])
+def test_reciprocal_runs_on_scalar_when_its_table_is_loaded(tiny_chip, builder, first, moves):
+    """sqrt (set reciprocal_sqrt_and_small, which holds reciprocal) then a VectorE reciprocal
+    of 512 elements: on, it runs on ScalarE as activation(reciprocal), max(64, N) = 512 after
+    the sqrt's II (start 512, end 512 + 512 + 100); after exp (another set) it stays on
+    VectorE at the documented 8N = 4096 (start 0, end 4196), as it does with the rule off."""
+    _act(builder, 0, first)
+    r = _recip(builder)
+    on = Scheduler(tiny_chip, only(scalar_equivalent=True)).run(builder.program)
+    off = Scheduler(tiny_chip, OFF).run(builder.program)
+    assert (off.queue[r][1], off.start[r], off.end[r]) == ("vector", 0, 4196)
+    if moves:
+        assert (on.queue[r][1], on.start[r], on.end[r]) == ("scalar", 512, 1124)
+    else:
+        assert (on.queue[r][1], on.start[r], on.end[r]) == ("vector", 0, 4196)
+
+
+def test_a_moved_reciprocal_loads_no_table(tiny_chip, builder):
+    """With table loads on (1000 each): sqrt loads its set once; the reciprocal moved behind it
+    needs none (its function is in the loaded set), so only #0 has a load."""
+    chip = load_chip(tiny_chip, **{"timing.act_table_load_ns": 1000})
+    _act(builder, 0, "sqrt")
+    r = _recip(builder)
+    tl = Scheduler(chip, only(scalar_equivalent=True, act_table_load=True)).run(builder.program)
+    assert sorted(tl.table_loads) == [0]
+    assert (tl.queue[r][1], tl.start[r]) == ("scalar", 1512)

@@ -14,6 +14,10 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   cells loaded (same bytes, not written since) issues no LoadStationary.
 - act_table_load: an activation whose function is in no loaded activation function set pays a
   table load (chip timing `act_table_load_ns`) before it runs on ScalarE.
+- scalar_equivalent: a VectorE instruction with a ScalarE activation equivalent (reciprocal:
+  activation(op=reciprocal), documented N cycles against VectorE's 8N) runs on ScalarE as that
+  activation when the function set ScalarE has loaded at that point of the program (its last
+  activation's) holds the function, so the move costs no table load; otherwise it stays.
 """
 
 from __future__ import annotations
@@ -43,11 +47,12 @@ class CompilerRules:
     place_unknown_engine: bool = True
     reuse_stationary: bool = True
     act_table_load: bool = True
+    scalar_equivalent: bool = True
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False)
+        return cls(False, False, False, False, False)
 
 
 def _data_path() -> Path:
@@ -62,23 +67,31 @@ def _data_path() -> Path:
 
 @functools.cache
 def compiler_data() -> Mapping[str, Any]:
-    """isa/compiler.yaml, checked: function -> set name, and the placement engines."""
+    """isa/compiler.yaml, checked: function -> the sets holding it (in file order), the
+    placement engines, and opcode -> its ScalarE activation function."""
     raw = yamlfile.load(_data_path().read_text())
     try:
         sets = raw["act_function_sets"]["sets"]
         engines = tuple(raw["placement_engines"]["engines"])
+        equivalents = dict(raw["scalar_equivalents"]["ops"])
     except (KeyError, TypeError) as e:
         raise SpecError(f"compiler.yaml: missing or malformed key {e}") from e
-    function_set: dict[str, str] = {}
+    function_set: dict[str, tuple[str, ...]] = {}
     for name, funcs in sets.items():
         for f in funcs:
-            if f in function_set:
-                raise SpecError(
-                    f"compiler.yaml: act_function_sets.sets.{name}: {f!r} is "
-                    f"already in {function_set[f]}"
-                )
-            function_set[f] = name
-    return {"function_set": function_set, "placement_engines": engines}
+            if name in function_set.get(f, ()):
+                raise SpecError(f"compiler.yaml: act_function_sets.sets.{name}: {f!r} twice")
+            function_set[f] = (*function_set.get(f, ()), name)
+    for op, f in equivalents.items():
+        if f not in function_set:
+            raise SpecError(
+                f"compiler.yaml: scalar_equivalents.ops.{op}: {f!r} is in no activation set"
+            )
+    return {
+        "function_set": function_set,
+        "placement_engines": engines,
+        "scalar_equivalents": equivalents,
+    }
 
 
 # ---------------------------------------------------------------- PSUM zero-fill
@@ -187,13 +200,38 @@ def stationary_key(ins: Instruction, deps: Sequence[tuple[int, str, str]]) -> tu
     )
 
 
-def table_set(ins: Instruction) -> str | None:
-    """The activation function set an activation needs (None: no table, or not an
-    activation)."""
+def table_sets(ins: Instruction) -> tuple[str, ...]:
+    """The activation function sets any of which an activation can run from (empty: no
+    table, or not an activation)."""
     if ins.opcode not in _ACTIVATIONS:
-        return None
+        return ()
     op = ins.attrs.get("op")
-    return compiler_data()["function_set"].get(str(op)) if op is not None else None
+    return compiler_data()["function_set"].get(str(op), ()) if op is not None else ()
+
+
+# ---------------------------------------------------------------- ScalarE equivalents
+def place_scalar_equivalents(program: list[Instruction]) -> list[Instruction]:
+    """`program` with each VectorE instruction that has a ScalarE activation equivalent
+    (isa/compiler.yaml scalar_equivalents) rewritten as that activation on ScalarE when the
+    set ScalarE holds at that point (per core, program order: the last activation's, the first
+    set holding its function unless the loaded one does) holds the function. The list is
+    copied only if one moves."""
+    data = compiler_data()
+    equivalents, function_set = data["scalar_equivalents"], data["function_set"]
+    loaded: dict[int, str] = {}
+    out: list[Instruction] | None = None
+    for ins in program:
+        func = equivalents.get(ins.opcode) if ins.engine == "vector" else None
+        if func is not None and loaded.get(ins.core) in function_set[func]:
+            attrs = {**ins.attrs, "op": func}
+            ins = replace(ins, opcode="activation", engine="scalar", attrs=attrs)
+            if out is None:
+                out = list(program)
+            out[ins.index] = ins
+        sets = table_sets(ins) if ins.engine == "scalar" else ()
+        if sets and loaded.get(ins.core) not in sets:
+            loaded[ins.core] = sets[0]
+    return program if out is None else out
 
 
 def reuse_stationary(
@@ -231,7 +269,7 @@ def mark_table_loads(items: Sequence[int], kinds: list[int], program: Sequence, 
     for i in items:
         if kinds[i] == TABLE_LOAD:
             kinds[i] = COMPUTE
-        need = table_set(program[i]) if on else None
-        if need is not None and need != loaded and kinds[i] == COMPUTE:
+        need = table_sets(program[i]) if on else ()
+        if need and loaded not in need and kinds[i] == COMPUTE:
             kinds[i] = TABLE_LOAD
-            loaded = need
+            loaded = need[0]

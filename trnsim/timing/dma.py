@@ -3,10 +3,10 @@
 A transfer is split across a core's DMA engines by partition (row) groups, each row slice being
 one or more descriptors (a non-contiguous free-dimension slice adds descriptors). Each engine
 serves one chunk at a time, round-robin across its queues, in order within a queue. A chunk costs
-transfer_overhead_ns + n_descriptors x descriptor_overhead_ns, then streams its bytes at the
-engine's rate (the chip file's dma table: documented, inferred or fitted, each value says),
-small_descriptor_time_factor times slower when its descriptors are shorter than
-efficient_descriptor_bytes (the per-partition size guidance).
+transfer_overhead_ns + n_descriptors x the descriptor's fixed cost, then streams its bytes at the
+engine's rate divided by the descriptor's time factor; both come from the chip's per-descriptor
+cost table (dma.descriptor_cost: one row per descriptor size class, each number documented,
+inferred or fitted, as the chip file says).
 Streams that touch HBM share the chip's HBM bandwidth: when their demand exceeds it, every stream
 slows by the same factor (a fluid model, re-solved whenever the set of streams changes). Time is
 in integer ticks of the scheduler's clock. Knows nothing about values.
@@ -43,6 +43,8 @@ class DmaPlan:
     # a collective transfer's route latency (ns), paid between the trigger and the data
     # moving (timing/world.py)
     extra_latency_ns: float = 0.0
+    descriptor_ns: float = 0.0  # fixed cost of each descriptor (its size class's)
+    descriptor_bytes: int = 0  # bytes of each descriptor (one contiguous run)
 
 
 def _rows(instr: Instruction) -> int:
@@ -95,13 +97,14 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
         # (a reducing transfer streams all its inputs for each byte it delivers)
         eff = min(1.0, float(rate) * nbytes / (max(write_bytes, 1) * len(chunks)
                                                * chip.dma.engine_bytes_per_ns))
+    desc_bytes = row_bytes // desc_per_row
+    desc_ns, factor = chip.dma.descriptor_cost_at(desc_bytes)
     if transpose:
         src_hbm = any(o.region.space == "hbm" for o in instr.reads)
         eff = chip.dma.transpose_hbm_efficiency if src_hbm else chip.dma.transpose_sbuf_efficiency
-    elif row_bytes // desc_per_row < chip.dma.efficient_descriptor_bytes:
-        # Below the documented minimum per-partition size a descriptor streams slower than
-        # the engine rate (NKI-DMA-BW size guidance; the factor is the chip file's).
-        eff /= chip.dma.small_descriptor_time_factor
+    else:
+        # A descriptor's size class sets how fast it streams (NKI-DMA-BW size guidance).
+        eff /= factor
     return DmaPlan(
         queue,
         issuer,
@@ -115,6 +118,8 @@ def plan_dma(instr: Instruction, chip: ChipSpec, transpose: bool = False) -> Dma
         sum(hbm_reads),
         sum(hbm_writes),
         float(extra or 0.0),
+        desc_ns,
+        desc_bytes,
     )
 
 
@@ -122,7 +127,7 @@ def isolated_ticks(plan: DmaPlan, chip: ChipSpec, ticks_per_ns: float) -> int:
     """Ticks a transfer takes on idle DMA engines and HBM: its slowest chunk's descriptor
     overheads plus streaming at the engine rate (trigger costs not included)."""
     rate = chip.dma.engine_bytes_per_ns * plan.efficiency / ticks_per_ns
-    desc = chip.dma.descriptor_overhead_ns * ticks_per_ns
+    desc = plan.descriptor_ns * ticks_per_ns
     fixed = chip.dma.transfer_overhead_ns * ticks_per_ns
     return max(
         (math.ceil(fixed + d * desc) + math.ceil(b / rate) for d, b in plan.chunks), default=0
@@ -156,6 +161,7 @@ class Chunk:
     nbytes: int
     hbm_weight: int
     rate: float  # bytes per tick, unshared
+    desc_ticks: float  # fixed cost of each of its descriptors
     start: int = -1
     stream_start: int = -1  # descriptor overheads paid, data starts moving
     end: int = -1
@@ -183,7 +189,6 @@ class DmaSystem:
         self.chip = chip
         self.ticks_per_ns = ticks_per_ns
         self.hbm_cap = chip.hbm.bandwidth_gbps / ticks_per_ns  # bytes per tick
-        self.desc_ticks = chip.dma.descriptor_overhead_ns * ticks_per_ns
         self.fixed_ticks = chip.dma.transfer_overhead_ns * ticks_per_ns
         self._heap: list[tuple[int, int, int, object]] = []
         self._seq = 0
@@ -304,7 +309,7 @@ class DmaSystem:
         """(descriptors, bytes, descriptor ticks, streaming ticks) of each chunk of `plan` at
         the unshared rate (cached: plans are shared between transfers)."""
         rate = self._rate(plan)
-        desc, fixed = self.desc_ticks, self.fixed_ticks
+        desc, fixed = plan.descriptor_ns * self.ticks_per_ns, self.fixed_ticks
         out = [(d, b, math.ceil(fixed + d * desc), math.ceil(b / rate)) for d, b in plan.chunks]
         self._chunk_ticks[id(plan)] = out  # _rate keeps the plan, so its id is not reused
         return out
@@ -321,8 +326,11 @@ class DmaSystem:
     def _arrive(self, t: int, arrival: tuple[int, int, int, DmaPlan]) -> None:
         transfer, core, first, plan = arrival
         n_eng, rate = self.chip.dma.engines_per_core, self._rate(plan)
+        desc = plan.descriptor_ns * self.ticks_per_ns
         chunks = [
-            Chunk(transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight, rate)
+            Chunk(
+                transfer, core, (first + i) % n_eng, plan.queue, d, b, plan.hbm_weight, rate, desc
+            )
             for i, (d, b) in enumerate(plan.chunks)
         ]
         self._left[transfer] = len(chunks)
@@ -349,7 +357,7 @@ class DmaSystem:
                 eng.last, eng.busy = i, True
                 c.start = t
                 t_stream = c.stream_start = t + math.ceil(
-                    self.fixed_ticks + c.descriptors * self.desc_ticks
+                    self.fixed_ticks + c.descriptors * c.desc_ticks
                 )
                 if self.uncapped or c.hbm_weight == 0:
                     c.cur_rate = c.rate

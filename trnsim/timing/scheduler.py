@@ -25,6 +25,7 @@ from trnsim.timing.compiler import (
     dropped_zero_fills,
     mark_table_loads,
     place_engines,
+    place_scalar_equivalents,
     reuse_stationary,
 )
 from trnsim.timing.costs import CostTable
@@ -70,11 +71,14 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
 
     def _compile(self, program: list[Instruction]) -> list[Instruction]:
         """The compiler rules that rewrite the record before timing (timing/compiler.py):
-        engine placement (a copy of the list with moved instructions) and dropped zero-fills."""
+        engine placement and ScalarE equivalents (a copy of the list with moved instructions)
+        and dropped zero-fills."""
         rules = self.rules
         if rules.place_unknown_engine and any(ins.engine_unknown for ins in program):
             period, cost = self.period, self.costs.cost
             program = place_engines(program, lambda ins: cost(ins).ii * period[ins.engine])
+        if rules.scalar_equivalent:
+            program = place_scalar_equivalents(program)
         self._dropped = dropped_zero_fills(program) if rules.drop_psum_zero_fill else set()
         return program
 
