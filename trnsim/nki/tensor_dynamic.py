@@ -225,7 +225,12 @@ class DynamicAccess:
             return DynamicOffset("vector", vector_offset, mult, 0, self.shape[0])
         if isinstance(scalar_offset, View):
             check_index_tensor(scalar_offset, "ap scalar_offset", scalar=True)
-        return DynamicOffset("scalar", scalar_offset, mult, None, self.shape[k])
+        # No per-dimension bound: nki-api.md §4.2 defines only the start address
+        # (offset + scalar_offset * the stride of indirect_dim), and a runtime address outside
+        # the tensor is the documented error. nki-library's TensorView indexes a size-1
+        # dimension that shares the wanted stride (attention_block_tkg_sharding.py:219, a
+        # rank's slice through tensor_view.py's stride search), which hardware runs.
+        return DynamicOffset("scalar", scalar_offset, mult, None, None)
 
     @user_errors
     def indirect(self, index: Any, num_elem: int | None = None) -> NkiTensor:

@@ -64,27 +64,33 @@ def _oob_error(instr: str, name: str, v: View, ok: np.ndarray) -> OutOfBoundsErr
     label = getattr(v.buffer, "label", None) or f"tensor '{v.name}'"
     where = f"{instr}: operand '{name}' element {bad} of {label}"
     skip = "pass oob_mode=nisa.oob_mode.skip to skip out-of-bounds rows"
-    if dyn is not None and dyn.bound is not None:
+    size = v.buffer.nbytes // v.dtype.itemsize if not v.buffer.on_chip else _storage(v).size
+    bound, what = (dyn.bound, f"the indexed dimension of the {v.buffer.space} tensor") if (
+        dyn is not None and dyn.bound is not None) else (None, "")
+    if dyn is not None and bound is None and dyn.kind == "scalar" and dyn.multiplier > 0:
+        # .ap(scalar_offset=): bounded by the tensor (nki-api.md §4.2), counted in rows of
+        # the indexed dimension's stride
+        bound = size // dyn.multiplier
+        what = f"rows of {dyn.multiplier} elements in the {v.buffer.space} tensor"
+    if bound is not None:
         offs = dyn.offsets()
         k = 0 if dyn.kind == "scalar" else bad[dyn.dim if dyn.dim is not None else 0]
         value = int(offs[min(k, offs.size - 1)])
         pos, _ = _positions(v)
         flat = int(pos[bad])
-        size = v.buffer.nbytes // v.dtype.itemsize if not v.buffer.on_chip else _storage(v).size
         index_text = f"index {flat} is out of bounds for axis 0 with size {size}"
-        if not 0 <= value < dyn.bound:
+        if not 0 <= value < bound:
             return RuntimeIndexError(
-                f"{where}: runtime {dyn.kind} offset {value} is outside [0, {dyn.bound}) "
-                f"(the indexed dimension of the {v.buffer.space} tensor); {skip}",
+                f"{where}: runtime {dyn.kind} offset {value} is outside [0, {bound}) "
+                f"({what}); {skip}",
                 index_text,
             )
-        # The offset is valid but the access pattern walks past the end of the dimension:
-        # name the index actually reached (offset + the pattern's own rows).
+        # The offset is valid but the access pattern walks past the end: name the index
+        # actually reached (offset + the pattern's own rows).
         rows = (flat - value * dyn.multiplier) // max(dyn.multiplier, 1)
         return RuntimeIndexError(
             f"{where}: runtime {dyn.kind} offset {value} plus {rows} rows of the access "
-            f"pattern reaches index {value + rows}, outside [0, {dyn.bound}) (the indexed "
-            f"dimension of the {v.buffer.space} tensor); {skip}",
+            f"pattern reaches index {value + rows}, outside [0, {bound}) ({what}); {skip}",
             index_text,
         )
     return OutOfBoundsError(f"{where}: the runtime address is outside the {v.buffer.space} tensor")
