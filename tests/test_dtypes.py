@@ -647,3 +647,22 @@ def test_dtype_survives_asdict_pickle_and_is_immutable():
     assert pickle.loads(pickle.dumps(bf16)) == bf16 and copy.deepcopy(bf16) == bf16
     with pytest.raises(AttributeError, match="immutable"):
         bf16.name = "float32"
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3", "float8_e4m3fn", "int8", "uint16",
+                                  "tfloat32", "float8_e8m0fnu", "float4_e2m1fn", "bool"])
+@pytest.mark.parametrize("saturate", [False, True])
+def test_a_large_cast_in_slices_equals_one_call(monkeypatch, name, saturate):
+    import trnsim.dtypes as dtm
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((37, 29)) * 300)[:, ::2]  # not contiguous, 37 x 15
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    d = dtm.resolve(name)
+    if d.is_int and saturate:
+        pytest.skip("saturate is a float-destination mode")
+    whole = dtm.cast(x, d, saturate=saturate)
+    monkeypatch.setattr(dtm, "_CAST_CHUNK", 64)  # 555 elements: 9 slices, the last partial
+    sliced = dtm.cast(x, d, saturate=saturate)
+    assert sliced.dtype == whole.dtype and sliced.shape == whole.shape == x.shape
+    assert np.array_equal(sliced.view(np.uint8), whole.view(np.uint8))
