@@ -126,3 +126,20 @@ def test_tiles_never_used_yet_are_freed_after_the_used_ones():
         assert sum(i.opcode == "nc_matmul" for i in prof.program) == 4 + late  # one run's
         if late:
             np.testing.assert_array_equal(out[4][:, :h], out[0][:, :h])
+
+
+def test_a_multi_rank_launch_frees_and_reruns_per_rank():
+    """run_ranks frees tiles after their last use too: each rank's tile is its own (a tile
+    kept for rank 1 is not rank 0's), and a miss on any rank runs every rank again."""
+    from trnsim.nki.ranks import run_ranks
+
+    outs = [np.zeros((9, M, N), np.float32) for _ in range(2)]
+    mvs = [MV, MV[::-1].copy()]
+    run = run_ranks(first_tile_used_again, [(S, mvs[r], outs[r]) for r in range(2)],
+                    chip="trn2", topology="trn2-instance")
+    for r in range(2):
+        ref = np.einsum("km,bkn->bmn", S.astype(np.float64), mvs[r].astype(np.float64))
+        np.testing.assert_allclose(outs[r][:8], ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(outs[r][8], ref[1], rtol=1e-5, atol=1e-5)
+        prog = run.world.devices[r].program
+        assert sum(i.opcode == "nc_matmul" for i in prog) == 9  # the last run only

@@ -11,22 +11,25 @@ not used yet (made, never touched: the compiler gives them no space before their
 nki-library's qkv_cte.py makes eight PSUM transpose tiles and may use one), until the
 allocation fits. A freed tile is unusable: if the kernel touches it again, its last use was
 not its last, and the launch runs again from its inputs with that tile kept (`LivenessMiss`,
-caught by trnsim.nki.runner). After `MAX_ATTEMPTS` runs, or when a run would not start from the
-same inputs, nothing is freed and the AllocationError names the live tiles, as before.
-Deterministic: a tile is known across runs by its program and its allocation's sequence
-number there (with its source line, checked). Knows allocations and the program record;
+caught by `run_with_plan`, which one-rank and multi-rank launches from host arrays use). After
+`MAX_ATTEMPTS` runs, or when a run would not start from the same inputs, nothing is freed and
+the AllocationError names the live tiles, as before. Deterministic: a tile is known across runs
+by its rank, its program and its allocation's sequence number there (with its source line,
+checked). Knows allocations and the program record;
 nothing about values.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from trnsim.errors import AllocationError, LivenessMiss
 from trnsim.program import SourceLocation
 
 MAX_ATTEMPTS = 12  # runs of one launch; then the plain AllocationError
+T = TypeVar("T")
 
 
 @dataclass
@@ -46,11 +49,24 @@ class Plan:
         return True
 
 
+def run_with_plan(attempt: Callable[[Plan | None], T]) -> T:
+    """attempt(plan) until no freed tile is touched again (at most MAX_ATTEMPTS runs, each
+    keeping one more tile); then attempt(None), which frees nothing."""
+    plan: Plan | None = Plan()
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            return attempt(plan)
+        except LivenessMiss as miss:
+            if not plan.next_run(miss):
+                break
+    return attempt(None)
+
+
 def tag(ctx: Any, buf: Any, loc: SourceLocation | None) -> None:
     """Give a fresh tile its key (program, allocation number) and its birth in the program."""
     seq = ctx.extra.get("alloc_seq", 0)
     ctx.extra["alloc_seq"] = seq + 1
-    buf.live_key = (ctx.program_id, seq)
+    buf.live_key = (ctx.extra.get("rank", 0), ctx.program_id, seq)
     buf.born = len(ctx.device.program)
     plan = ctx.extra.get("liveness")
     if plan is not None and loc is not None:

@@ -23,6 +23,7 @@ from trnsim import wide_fp
 from trnsim.core import Device
 from trnsim.errors import ConstraintError, KernelError
 from trnsim.gcpause import gc_paused
+from trnsim.nki import liveness
 from trnsim.nki.context import KernelContext, maybe_current
 from trnsim.nki.host_io import HostArgument, guard_writes, write_back
 from trnsim.nki.lnc import Programs
@@ -200,37 +201,44 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
         raise ConstraintError(f"run_ranks: {n} ranks do not fit {topo.name}: {topo.chips} "
                               f"{spec.name} chips x {topo.ranks_per_chip(lnc)} logical cores "
                               f"at LNC={lnc} = {cap} ranks")
-    programs = WorldPrograms(n, lnc)
-    world = World(spec, topo, n, lnc, [], programs)
-    bodies, hosts = [], []
-    for r in range(n):
-        dev = Device(spec, values=values, seed=seed + r)
-        dev.program = _LoggedProgram(world.log, r)
-        world.devices.append(dev)
-        host: list[HostArgument] = []
-        labels = _parameter_names(k.fn, len(per_rank[r]))
-        try:
-            dargs = [_arg_to_device(dev, a, f"arg{i}", f"{labels[i]} of rank {r}", host)
-                     for i, a in enumerate(per_rank[r])]
-            dkw = {key: _arg_to_device(dev, v, key, f"{key} of rank {r}", host)
-                   for key, v in per_rank_kw[r].items()}
-        except KernelError as e:  # an argument refused: at the line that launched the kernel
-            raise e.with_loc(capture_location()) from None
-        if values and guard_writes(host):
-            dev.guarded = True
-        check_annotations(k.fn, dargs, dkw)
-        hosts.append(host)
-        shared: dict[Any, Any] = {}
-        rank_progs = RankPrograms(programs, r, lnc)
-        for c in range(lnc):
-            grid = (lnc,) if lnc > 1 else ()
-            ctx = KernelContext(dev, dev.core(c), (c,) if lnc > 1 else (), grid, "ga")
-            ctx.extra.update(shared_allocs=shared, shared_seq=0, world=world, rank=r)
-            if lnc > 1:
-                ctx.extra["lnc"] = rank_progs
-            bodies.append(functools.partial(_run_program, ctx, k.fn, dargs, dkw))
-    with gc_paused(), wide_fp.launch():
-        results = programs.run(bodies)
+    def attempt(plan: liveness.Plan | None) -> tuple[World, list[Any], list[Any]]:
+        programs = WorldPrograms(n, lnc)
+        world = World(spec, topo, n, lnc, [], programs)
+        bodies, hosts = [], []
+        for r in range(n):
+            dev = Device(spec, values=values, seed=seed + r)
+            dev.program = _LoggedProgram(world.log, r)
+            world.devices.append(dev)
+            host: list[HostArgument] = []
+            labels = _parameter_names(k.fn, len(per_rank[r]))
+            try:
+                dargs = [_arg_to_device(dev, a, f"arg{i}", f"{labels[i]} of rank {r}", host)
+                         for i, a in enumerate(per_rank[r])]
+                dkw = {key: _arg_to_device(dev, v, key, f"{key} of rank {r}", host)
+                       for key, v in per_rank_kw[r].items()}
+            except KernelError as e:  # an argument refused: at the line that launched it
+                raise e.with_loc(capture_location()) from None
+            if values and guard_writes(host):
+                dev.guarded = True
+            check_annotations(k.fn, dargs, dkw)
+            hosts.append(host)
+            shared: dict[Any, Any] = {}
+            rank_progs = RankPrograms(programs, r, lnc)
+            for c in range(lnc):
+                grid = (lnc,) if lnc > 1 else ()
+                ctx = KernelContext(dev, dev.core(c), (c,) if lnc > 1 else (), grid, "ga")
+                ctx.extra.update(shared_allocs=shared, shared_seq=0, world=world, rank=r,
+                                 liveness=plan)
+                if lnc > 1:
+                    ctx.extra["lnc"] = rank_progs
+                bodies.append(functools.partial(_run_program, ctx, k.fn, dargs, dkw))
+        with gc_paused(), wide_fp.launch():
+            results = programs.run(bodies)
+        return world, results, hosts
+
+    # Every rank starts from host arrays, so the launch can run again: tiles are freed after
+    # their last use when memory is full (trnsim.nki.liveness), as in a one-rank launch.
+    world, results, hosts = liveness.run_with_plan(attempt)
     outputs = []
     for r in range(n):
         prog = world.devices[r].program

@@ -14,7 +14,7 @@ from typing import Any
 
 from trnsim import wide_fp
 from trnsim.core import NUMERICS, Device
-from trnsim.errors import ConstraintError, KernelError, LivenessMiss, SimulationWarning
+from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.nki import liveness
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
@@ -225,20 +225,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
 
     # A launch from host arrays can run again from its inputs: tiles may then be freed after
     # their last use when memory is full (trnsim.nki.liveness); a miss runs it again.
-    plan = liveness.Plan() if hbm is None else None
-    outcome = None
-    for _ in range(liveness.MAX_ATTEMPTS):
-        if plan is None:
-            break
-        try:
-            outcome = attempt(plan)
-        except LivenessMiss as miss:
-            if not plan.next_run(miss):
-                plan = None
-        else:
-            break
-    if outcome is None:  # freeing nothing: the plain AllocationError, if any
-        outcome = attempt(None)
+    outcome = liveness.run_with_plan(attempt) if hbm is None else attempt(None)
     device, result, host = outcome
     with gc_paused():  # these walk the whole record, making short-lived objects only
         if len(device.cores) > 1:
