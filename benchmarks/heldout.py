@@ -1,6 +1,6 @@
 """Whole-kernel check of the timing model: simulated latency of whole kernels against latencies
 published for real hardware (not part of the test suite). Since issue 16 these trn1 points are
-the calibration set of benchmarks/calibrate.py (three listed trn1 parameters are fitted to
+the calibration set of benchmarks/calibrate.py (four listed trn1 parameters are fitted to
 them, see README "Fidelity report"); they no longer judge the model out of sample.
 
     PYTHONPATH=. python benchmarks/heldout.py [--only NAME ...]
@@ -94,6 +94,14 @@ CASES = [
          ((128, 32, 7168),), F32, 1.333, _NKIBENCH),
     Case("NKIBench adamw", "benchmarks/heldout_kernels/nkibench_adamw.py", "adamw",
          ((10944, 2048),) * 4, F32, 2.000, _NKIBENCH),
+    Case("NKIBench bmm", "benchmarks/heldout_kernels/nkibench_bmm.py", "bmm",
+         ((16, 4096, 64), (16, 64, 4096)), F32, 4.611, _NKIBENCH),
+    Case("NKIBench transpose_matmul",
+         "benchmarks/heldout_kernels/nkibench_transpose_matmul.py", "transpose_matmul",
+         ((128, 16, 4096), (128, 16, 10944)), F32, 9.610, _NKIBENCH),
+    Case("NKIBench mamba", "benchmarks/heldout_kernels/nkibench_mamba.py", "mamba",
+         ((256, 7168), (256, 7168), (256, 16), (16, 7168), (16, 7168)), F32, 2.889,
+         _NKIBENCH),
 ]  # fmt: skip
 
 

@@ -136,6 +136,52 @@ def test_placement_leaves_engines_the_kernel_chose(tiny_chip, builder):
     assert [tl.queue[i][1] for i in ids] == ["vector", "vector", "scalar"]
 
 
+def _psum_copy(b: ProgramBuilder, k: int) -> int:
+    i = b.add(
+        "tensor_copy",
+        "vector",
+        [tile("psum", (128, 512), "float32", 2048 * k, name="src")],
+        [tile("sbuf", (128, 512), "float32", 65536 + 2048 * k, name="dst")],
+    )
+    b.program[i].engine_unknown = True
+    return i
+
+
+@pytest.mark.parametrize(
+    ("version", "rule", "engines"),
+    [
+        pytest.param(2, True, ["vector"] * 3, id="nc-v2-port-counted"),
+        pytest.param(2, False, ["vector", "scalar", "vector"], id="nc-v2-rule-off"),
+        pytest.param(3, True, ["vector", "scalar", "vector"], id="nc-v3-no-shared-port"),
+    ],
+)
+def test_psum_copies_are_not_split_over_a_shared_port(tiny_chip, builder, version, rule, engines):
+    """Three engine=unknown PSUM -> SBUF copies (512 cycles each). On NC-v2 VectorE and ScalarE
+    share the PSUM port, so the copies run one after the other on either engine (0, 512, 1024,
+    in some order); the rule counts the port and keeps them on the first engine, where each
+    costs as much (a tie); without it (or on NC-v3, no shared port) they alternate."""
+    ids = [_psum_copy(builder, k) for k in range(3)]
+    chip = load_chip(tiny_chip.path, nc_version=version)
+    rules = only(place_unknown_engine=True, psum_port_placement=rule)
+    tl = Scheduler(chip, rules).run(builder.program)
+    assert [tl.queue[i][1] for i in ids] == engines
+    expected = [0, 512, 1024] if version == 2 else [0, 0, 512]
+    assert sorted(tl.start[i] for i in ids) == expected
+
+
+def test_sbuf_work_is_balanced_beside_the_psum_port(tiny_chip, builder):
+    """NC-v2: an engine=unknown SBUF-only op after two PSUM copies on VectorE goes to ScalarE
+    (the port does not concern it)."""
+    copies = [_psum_copy(builder, k) for k in range(2)]
+    op = _scalar_op(builder, 3)
+    chip = load_chip(tiny_chip.path, nc_version=2)
+    tl = Scheduler(chip, only(place_unknown_engine=True, psum_port_placement=True)).run(
+        builder.program
+    )
+    assert [tl.queue[i][1] for i in [*copies, op]] == ["vector", "vector", "scalar"]
+    assert tl.start[op] == 0
+
+
 # ---------------------------------------------------------------- LoadStationary reuse
 def test_reused_stationary_issues_no_load_stationary(tiny_chip, builder):
     """Two matmuls with one stationary: on, the second has no LoadStationary (zero length)

@@ -9,7 +9,13 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   Engine (the first matmul of an accumulation group overwrites its bank; trainium-hw.md B.2) is
   not executed: it takes no engine time and its dependants wait for its own producers instead.
 - place_unknown_engine: an instruction the kernel left on engine=unknown, where no documented
-  rule picks the engine, goes to whichever placement engine has had the least work so far.
+  rule picks the engine, goes to whichever placement engine would finish it first, counting
+  each engine's work so far (greedy, program order).
+- psum_port_placement: on NC-v2, where VectorE and ScalarE cannot touch PSUM at the same time
+  (the compiler serialises such pairs; trainium-hw.md B.5), that greedy counts the shared PSUM
+  port as a resource of its own: an instruction touching PSUM starts on an engine only when both
+  the engine and the port are free, so two engines buy a PSUM copy no parallelism and it goes
+  to the engine where it costs less (ScalarE's faster clock for a PSUM -> SBUF copy).
 - reuse_stationary: a matmul whose stationary is the one the previous matmul on the same PE
   cells loaded (same bytes, not written since) issues no LoadStationary.
 - act_table_load: an activation whose function is in no loaded activation function set pays a
@@ -48,11 +54,12 @@ class CompilerRules:
     reuse_stationary: bool = True
     act_table_load: bool = True
     scalar_equivalent: bool = True
+    psum_port_placement: bool = True
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False)
+        return cls(False, False, False, False, False, False)
 
 
 def _data_path() -> Path:
@@ -145,15 +152,21 @@ def dropped_zero_fills(program: Sequence[Instruction]) -> set[int]:
 
 
 # ---------------------------------------------------------------- engine placement
-def place_engines(program: list[Instruction], engine_ns: Any) -> list[Instruction]:
+def place_engines(
+    program: list[Instruction], engine_ns: Any, shared_psum: bool = False
+) -> list[Instruction]:
     """`program` with each engine=unknown instruction (Instruction.engine_unknown) moved to the
-    placement engine of its ISA record with the least work so far, counting its own cost on
-    each (engine_ns(ins) = its II in ns on its engine). The list is copied only if one moves."""
+    placement engine of its ISA record that would finish it first: each engine's work so far
+    plus its own cost there (engine_ns(ins) = its II in ns on its engine). With `shared_psum`
+    (rule psum_port_placement, NC-v2) an instruction touching PSUM also waits for the port the
+    placement engines share, which it then holds. The list is copied only if one moves."""
     engines = compiler_data()["placement_engines"]
     specs = instruction_specs()
-    load: dict[tuple[int, str], float] = {}
+    free: dict[tuple[int, str], float] = {}  # (core, engine or "psum port") -> busy until
     out: list[Instruction] | None = None
     for ins in program:
+        port = (ins.core, "psum port")
+        on_port = shared_psum and any(o.region.space == "psum" for o in ins.operands)
         chosen = ins
         if getattr(ins, "engine_unknown", False):
             spec = specs.get(ins.opcode)
@@ -163,7 +176,10 @@ def place_engines(program: list[Instruction], engine_ns: Any) -> list[Instructio
                 best = None
                 for e in cands:
                     alt = ins if e == ins.engine else replace(ins, engine=e)
-                    t = load.get((ins.core, e), 0.0) + engine_ns(alt)
+                    t = free.get((ins.core, e), 0.0)
+                    if on_port:
+                        t = max(t, free.get(port, 0.0))
+                    t += engine_ns(alt)
                     if best is None or t < best[0]:
                         best = (t, alt)
                 chosen = best[1]
@@ -173,7 +189,12 @@ def place_engines(program: list[Instruction], engine_ns: Any) -> list[Instructio
                     out[ins.index] = chosen
         if chosen.engine in engines:
             key = (chosen.core, chosen.engine)
-            load[key] = load.get(key, 0.0) + engine_ns(chosen)
+            start = free.get(key, 0.0)
+            if on_port:
+                start = max(start, free.get(port, 0.0))
+            free[key] = start + engine_ns(chosen)
+            if on_port:
+                free[port] = free[key]
     return program if out is None else out
 
 

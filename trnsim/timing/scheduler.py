@@ -76,7 +76,11 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         rules = self.rules
         if rules.place_unknown_engine and any(ins.engine_unknown for ins in program):
             period, cost = self.period, self.costs.cost
-            program = place_engines(program, lambda ins: cost(ins).ii * period[ins.engine])
+            program = place_engines(
+                program,
+                lambda ins: cost(ins).ii * period[ins.engine],
+                shared_psum=rules.psum_port_placement and self.chip.nc_version <= 2,
+            )
         if rules.scalar_equivalent:
             program = place_scalar_equivalents(program)
         self._dropped = dropped_zero_fills(program) if rules.drop_psum_zero_fill else set()
