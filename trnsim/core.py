@@ -31,6 +31,7 @@ from trnsim.memory import (
 from trnsim.operands import operand_record
 from trnsim.program import Instruction, SourceLocation, capture_location
 from trnsim.semantics import _tensor_rules as rules
+from trnsim.semantics.psum_writers import PsumWriters
 from trnsim.spec import check_instruction, check_key, instruction_specs, is_tensor
 
 # How values are computed: "exact" is machine-independent (nc_matmul: float64 products and
@@ -93,8 +94,7 @@ class NeuronCore:
                              "vector": np.zeros(parts, np.float32)}
         # Per PSUM fp32 word, the psum_tag of the tensor that last wrote it (0: nothing since
         # the allocation covering it): nc_matmul(accumulate=None) adds where it is the dst's.
-        self.psum_writer = np.zeros((chip.psum.partitions,
-                                     chip.psum.bytes_per_partition // 4), dtype=np.int64)
+        self.psum_writer = PsumWriters(chip.psum.partitions, chip.psum.bytes_per_partition // 4)
         self._psum_tags = 0
         self.registers: dict[int, int] = {}
         self.rng = np.random.default_rng(device.seed + index)

@@ -95,7 +95,13 @@ def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulat
     before the fp32 add, in cache-sized chunks), which is the result's largest cost after the
     product itself."""
     rows, words = psum_words(dst)
-    add = _accumulate_mask(core, instr, dst, rows, words, accumulate)
+    writers = core.psum_writer
+    known = writers.uniform_tag(rows, words)
+    if known is not None and (known == dst.buffer.psum_tag if accumulate is None
+                              else bool(accumulate) and known != 0):
+        add = np.bool_(True)  # every word is this tensor's (accumulate=True: was written)
+    else:
+        add = _accumulate_mask(core, instr, dst, rows, words, accumulate)
     every = bool(add.all())
     some = every or bool(add.any())
     with np.errstate(all="ignore"):
@@ -114,7 +120,7 @@ def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulat
                 result = np.where(add, dst.read_f32() + result, result)
     if result is not None:
         dst.write(result)
-    core.psum_writer[rows, words] = dst.buffer.psum_tag
+    writers.set_rect(rows, words, dst.buffer.psum_tag)
 
 
 def _accumulate_mask(core, instr: str, dst: View, rows, words, accumulate) -> np.ndarray:
