@@ -1,9 +1,10 @@
 """Shared helpers of the Tensor Engine instructions (nc_matmul, nc_matmul_mx, nc_transpose):
 PSUM result writes, tiling rules, warnings. Knows chips, dtypes and views; nothing about time.
 
-PSUM accumulation groups (nc_matmul / nc_matmul_mx `accumulate`). `core.psum_writer` holds,
-for every fp32 word of PSUM, the `psum_tag` of the tensor (allocation) that last wrote it, 0
-where nothing wrote since the allocation that covers it; any write by any engine sets it
+PSUM accumulation groups (nc_matmul / nc_matmul_mx `accumulate`). `core.psum_writer`
+(semantics/psum_writers.py) holds, for every fp32 word of PSUM, the `psum_tag` of the tensor
+(allocation) that last wrote it, 0 where nothing wrote since the allocation that covers it;
+any write by any engine sets it
 (core.py marks written PSUM words after every instruction), and a fresh PSUM allocation clears
 it. That is the GA docstring's rule, accumulate=None "auto-detects based on whether this PSUM
 location was previously written", where "previously written" is by the same tensor: tensors
