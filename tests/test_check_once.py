@@ -128,3 +128,46 @@ def test_remembered_checks_keep_each_instructions_recorded_attributes():
     ]
     adds[0].attrs["op0"] = "changed"  # each record owns its attributes
     assert adds[2].attrs["op0"] == "add"
+
+
+def _old_tensor_key(t):
+    """spec._tensor_key before its parts became KeyTokens: the same fields as nested tuples."""
+    buf, lay = t.buffer, t.layout
+    at = buf.byte_start if buf.space == "psum" else 0
+    where = (buf.space, buf.kind, buf.core, buf.partition_start, buf.partitions, at, buf.nbytes)
+    if buf.on_chip:
+        return (type(t), where, lay.dtype.name, lay.offset, lay.shape, lay.strides)
+    return (type(t), where, lay.dtype.name, lay.shape, lay.strides)
+
+
+def test_tensor_keys_of_tokens_are_equal_exactly_when_their_fields_are():
+    """Random views over SBUF, PSUM and HBM buffers: two tensor keys are equal iff the keys of
+    plain fields they replace are (so a remembered check is reused for the same cases)."""
+    from trnsim import dtypes as dt
+    from trnsim.core import Device
+    from trnsim.nki.runner import resolve_chip
+    from trnsim.nki.tensor import NkiTensor
+    from trnsim.spec import _tensor_key
+
+    rng = np.random.default_rng(3)
+    core = Device(resolve_chip("trn2"), values=False).core(0)
+    views = []
+    for space in ["sbuf"] * 12 + ["psum"] * 6 + ["hbm"] * 10:  # (8 PSUM banks)
+        dtype = [dt.float32, dt.bfloat16][int(rng.integers(2))]
+        free = int(rng.choice([64, 128]))
+        if space == "hbm":
+            v = core.device.allocate_hbm((64, free), dtype)
+        else:
+            v = core.allocate(space, (int(rng.choice([32, 64])), free), dtype)
+        t = NkiTensor(v.buffer, v.layout)
+        for _ in range(3):
+            a = int(rng.integers(0, 8))
+            b = a + int(rng.integers(1, 8))
+            views.append(t[:, a:b] if rng.random() < 0.5 else t[0:b, :])
+    same = 0
+    for x in views:
+        for y in views:
+            old = _old_tensor_key(x) == _old_tensor_key(y)
+            assert (_tensor_key(x) == _tensor_key(y)) == old
+            same += old
+    assert same > len(views)

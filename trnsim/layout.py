@@ -1,5 +1,6 @@
 """Layout: a strided window in units of a dtype (offset + sum(strides * index)), the geometry
-of every View (trnsim.memory), and the table that makes equal layouts one object.
+of every View (trnsim.memory), the table that makes equal layouts one object, and KeyTokens
+(one identity-hashed object per plain-data value, for cheap hash keys).
 
 Knows dtypes only; nothing about buffers, memories or instructions.
 """
@@ -78,3 +79,31 @@ def interned(lay: Layout) -> Layout:
         _INTERNED.clear()
     _INTERNED[key] = lay
     return lay
+
+
+class KeyToken:
+    """Stands for one plain-data value inside a hash key: hashed and compared by identity, so a
+    key built of tokens costs a few pointer hashes instead of walking nested tuples. `token`
+    gives equal values one token (until its table starts over: then a miss, never a wrong hit,
+    as a token stands for one value only)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: tuple):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"KeyToken({self.value!r})"
+
+
+_TOKENS: dict[tuple, KeyToken] = {}
+
+
+def token(value: tuple) -> KeyToken:
+    """The KeyToken of `value` (a hashable tuple of plain data)."""
+    got = _TOKENS.get(value)
+    if got is None:
+        if len(_TOKENS) >= _INTERN_LIMIT:
+            _TOKENS.clear()
+        got = _TOKENS[value] = KeyToken(value)
+    return got

@@ -23,6 +23,7 @@ import yaml
 from trnsim import dtypes as dt
 from trnsim import yamlfile
 from trnsim.errors import ConstraintError, SpecError
+from trnsim.layout import token
 
 ACCESS = ("read", "write", "readwrite")
 KINDS = ("tensor", "scalar", "tensor_or_scalar", "value")
@@ -339,11 +340,20 @@ def _tensor_key(t: Any) -> tuple | None:
     where = buf.__dict__.get("_check_key")
     if where is None:
         at = buf.byte_start if buf.space == "psum" else 0
-        where = buf.__dict__["_check_key"] = (buf.space, buf.kind, buf.core, buf.partition_start,
-                                              buf.partitions, at, buf.nbytes)
+        where = buf.__dict__["_check_key"] = token((buf.space, buf.kind, buf.core,
+                                                    buf.partition_start, buf.partitions, at,
+                                                    buf.nbytes))
+    cached = lay.__dict__
     if buf.on_chip:
-        return (type(t), where, lay.dtype.name, lay.offset, lay.shape, lay.strides)
-    return (type(t), where, lay.dtype.name, lay.shape, lay.strides)
+        geometry = cached.get("_check_key")
+        if geometry is None:
+            geometry = cached["_check_key"] = token((lay.dtype.name, lay.offset, lay.shape,
+                                                     lay.strides))
+    else:  # (no HBM rule reads the offset)
+        geometry = cached.get("_check_key_hbm")
+        if geometry is None:
+            geometry = cached["_check_key_hbm"] = token((lay.dtype.name, lay.shape, lay.strides))
+    return (type(t), where, geometry)
 
 
 def check_key(opcode: str, engine: str, operands: Mapping[str, Any],
