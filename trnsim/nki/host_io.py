@@ -144,7 +144,8 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).view(np.uint8)
 
 
-_COMPARE_BYTES = 1 << 26  # compare in slices: no full-size temporary for a GiB argument
+_COMPARE_BYTES = 1 << 23  # compare in slices: no full-size temporary for a GiB argument, and
+# a slice's temporary stays in cache
 
 
 def _same_bytes(tensor: Any, cur: np.ndarray) -> bool:
@@ -157,8 +158,12 @@ def _same_bytes(tensor: Any, cur: np.ndarray) -> bool:
             or tensor.strides != tuple(int(s) // cur.dtype.itemsize for s in cur.strides)):
         return False
     dev, host = buf.raw(), cur.reshape(-1).view(np.uint8)
-    return all(np.array_equal(dev[i:i + _COMPARE_BYTES], host[i:i + _COMPARE_BYTES])
-               for i in range(0, cur.nbytes, _COMPARE_BYTES))
+    wide = 8 if cur.nbytes % 8 == 0 and dev.ctypes.data % 8 == host.ctypes.data % 8 == 0 else 1
+    if wide > 1:  # the same bytes as 8-byte words: an eighth of the comparisons
+        dev, host = dev.view(np.uint64), host.view(np.uint64)
+    step = _COMPARE_BYTES // wide
+    return all(np.array_equal(dev[i:i + step], host[i:i + step])
+               for i in range(0, dev.size, step))
 
 
 @dataclass(eq=False)

@@ -239,10 +239,10 @@ def accumulate(
 def _scale_bias(data: View, scale, bias) -> np.ndarray:
     p = data.shape[0]
     x = data.read_f32().reshape(p, -1)
-    with np.errstate(all="ignore"):
-        x = (x * _per_lane(scale, p)).astype(np.float32)
+    with np.errstate(all="ignore"):  # (fp32 * fp32 is fp32 already: no copy then)
+        x = (x * _per_lane(scale, p)).astype(np.float32, copy=False)
         if bias is not None:
-            x = (x + _per_lane(bias, p)).astype(np.float32)
+            x = (x + _per_lane(bias, p)).astype(np.float32, copy=False)
     return x
 
 
