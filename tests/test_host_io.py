@@ -31,3 +31,12 @@ def test_same_bytes_is_the_byte_comparison(n, dtype, monkeypatch):
         assert not host_io._same_bytes(tensor, host), at
         raw[at] ^= 1
     assert host_io._same_bytes(tensor, host)
+
+
+def test_malloc_tuning_is_skipped_when_switched_off(monkeypatch):
+    from trnsim import hostmem
+
+    monkeypatch.setenv(hostmem.ENV_MALLOC, "0")
+    assert hostmem.tune_malloc.__wrapped__() is False
+    monkeypatch.setenv(hostmem.ENV_MALLOC, "1")
+    assert isinstance(hostmem.tune_malloc.__wrapped__(), bool)

@@ -16,6 +16,7 @@ from trnsim import wide_fp
 from trnsim.core import NUMERICS, Device
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning
 from trnsim.gcpause import gc_paused
+from trnsim.hostmem import tune_malloc
 from trnsim.nki import liveness
 from trnsim.nki.context import KernelContext, activate, deactivate, maybe_current
 from trnsim.nki.host_io import (
@@ -167,6 +168,7 @@ def run_kernel(kernel: Callable[..., Any], args: Sequence[Any], kwargs: dict[str
             if numerics != "exact":
                 options["numerics"] = numerics
             return adapter.launch(kernel, args, kwargs, options)
+    tune_malloc()  # (once per process: trnsim/hostmem.py)
     spec = resolve_chip(chip)
     if lnc not in spec.lnc_allowed and lnc != 1:
         raise ConstraintError(f"kernel[{lnc}]: {spec.name} supports logical NeuronCore configs "
