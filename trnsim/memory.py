@@ -6,6 +6,7 @@ Knows dtypes and errors; knows nothing about instructions, engines or time.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,10 @@ class Buffer:
             self.memory.allocator.free(handle)
 
     def __del__(self) -> None:  # cheaper to set up than weakref.finalize, once per tile
-        self.release()
+        # Not at interpreter exit: numpy may be torn down already (its C API capsule then
+        # raises from the allocator's bookkeeping), and the process's memory goes anyway.
+        if not sys.is_finalizing():
+            self.release()
 
     def elems_per_partition(self, dtype: dt.DType) -> int:
         """F: elements per partition (on chip) or in total (HBM) in units of dtype."""
