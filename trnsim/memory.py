@@ -63,6 +63,10 @@ class Buffer:
     live_key: tuple | None = None
     born: int = 0
     liveness_freed: bool = False
+    # HBM: the index of the last instruction of a Beta-1 launch that wrote it (-1: none), so
+    # a block copied from it knows whether its source still holds the copied bytes (the
+    # refetch rule, trnsim/compat/neuronxcc/nki/_refetch.py).
+    last_write: int = -1
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,

@@ -10,6 +10,7 @@ import pytest
 
 import trnsim
 from trnsim.errors import AllocationError
+from trnsim.timing.compiler import CompilerRules
 
 BLOCKS, P, F = 64, 128, 1024  # 64 blocks of 4 KiB per partition: 256 KiB, more than SBUF
 RNG = np.random.default_rng(3)
@@ -48,8 +49,12 @@ def _spill_dmas(prof):
 
 
 def test_live_blocks_spill_and_reload_on_the_spill_queue():
+    """(Rule refetch_clean_blocks off: these blocks are clean copies of x, which the rule
+    re-reads from x instead of spilling them; tests/conformance/test_conf_spill_refetch.py.)"""
     np.testing.assert_array_equal(fill_then_consume(X), 3 * X)
-    prof = trnsim.profile(fill_then_consume, X, chip="trn2")
+    prof = trnsim.profile(
+        fill_then_consume, X, chip="trn2", rules=CompilerRules(refetch_clean_blocks=False)
+    )
     np.testing.assert_array_equal(prof.outputs, 3 * X)
     dmas = _spill_dmas(prof)
     saves = [i for i in dmas if i.attrs["spill_reload"] == "save"]

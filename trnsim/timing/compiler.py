@@ -24,6 +24,11 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   activation(op=reciprocal), documented N cycles against VectorE's 8N) runs on ScalarE as that
   activation when the function set ScalarE has loaded at that point of the program (its last
   activation's) holds the function, so the move costs no table load; otherwise it stays.
+- refetch_clean_blocks: an evicted Beta-1 block whose SBUF contents are an unmodified copy of
+  HBM (filled by DMAs from HBM tensors not written since) is not spilled: it is re-read from
+  its source when read again. Applied by the allocation while the kernel runs
+  (trnsim/compat/neuronxcc/nki/_refetch.py), so it changes the program record itself:
+  `trnsim.profile(..., rules=...)` passes it to the launch; time_program cannot undo it.
 """
 
 from __future__ import annotations
@@ -55,11 +60,12 @@ class CompilerRules:
     act_table_load: bool = True
     scalar_equivalent: bool = True
     psum_port_placement: bool = True
+    refetch_clean_blocks: bool = True
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False, False)
+        return cls(False, False, False, False, False, False, False)
 
 
 def _data_path() -> Path:

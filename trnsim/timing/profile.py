@@ -427,7 +427,8 @@ def profile(
     values=False skips all numerics (timing only: the program record and timeline are the same,
     outputs are None), so kernels over any amount of simulated HBM can be timed.
     reorder=False times the instructions in program order instead of the compiler's order;
-    rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if).
+    rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if;
+    refetch_clean_blocks changes what a Beta-1 launch records, the others how it is timed).
     numerics="fast" computes nc_matmul in fp32 BLAS (core.NUMERICS); the timeline is the same.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
@@ -437,7 +438,9 @@ def profile(
     k = _as_kernel(kernel)
     if lnc > 1 and k.generation == "ga" and not k.grid:
         k = k[lnc]
-    opts = {} if numerics is None else {"numerics": numerics}
+    opts: dict[str, Any] = {} if numerics is None else {"numerics": numerics}
+    if rules is not None and getattr(k, "takes_compiler_rules", False):
+        opts["rules"] = rules  # refetch_clean_blocks acts while a Beta-1 kernel runs
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values, **opts)
     prof = time_program(
         run.program, run.chip, run.outputs if values else None, values, reorder, rules

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _buffers, _overflow, _spill
+from trnsim.compat.neuronxcc.nki import _buffers, _overflow, _placement, _spill
 from trnsim.compat.neuronxcc.nki._emit import issue
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import api, context, here
@@ -148,7 +148,7 @@ def _whole_if_fits(
     ctx: Any, st: Any, space: str, shape: tuple[int, int], dtype: dt.DType, name: str
 ) -> View | None:
     """A block tensor in one allocation, if its launch's placement tries that and it fits."""
-    placement = st.placement or _spill.Placement()
+    placement = st.placement or _placement.Placement()
     if not placement.whole_first:
         return None
     try:

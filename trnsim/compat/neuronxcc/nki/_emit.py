@@ -383,11 +383,12 @@ def issue(
         if e.loc is None and loc is not None:
             raise UnsupportedError(e.message, loc) from e
         raise
-    _spill.advance(ctx)
+    _spill.advance(ctx, recorded, operands, attrs)
     if frames and st.tracker is not None:
         st.tracker.stamp(writes, index, rmw)
     for v in writes.values():
         if v.buffer.space == "hbm":
+            v.buffer.last_write = index
             st.hbm_written.add(v.buffer)
             name = st.immutable.get(id(v.buffer))
             if name is not None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _spill, _spmd
+from trnsim.compat.neuronxcc.nki import _placement, _spill, _spmd
 from trnsim.compat.neuronxcc.nki._annotations import with_checked_annotations
 from trnsim.compat.neuronxcc.nki._collective import uses_all_reduce
 from trnsim.compat.neuronxcc.nki._errors import b1_error
@@ -81,6 +81,8 @@ class BenchmarkResult:
 class Kernel(GAKernel):
     """A B1 kernel: the function, its launch grid and its mode. It is a current-API Kernel of
     generation "beta1", so trnsim.profile(kernel, *args) times it too."""
+
+    takes_compiler_rules = True  # launch(rules=CompilerRules): refetch_clean_blocks (_refetch)
 
     def __init__(
         self,
@@ -143,8 +145,10 @@ class Kernel(GAKernel):
         values = opts.get("values", not abstract)
         args = tuple(_concrete(a) for a in args)
         kwargs = {k: _concrete(v) for k, v in kwargs.items()}
+        # trnsim.profile(rules=CompilerRules(...)): the one rule the allocation applies
+        refetch = getattr(opts.get("rules"), "refetch_clean_blocks", True)
 
-        def attempt(placement: _spill.Placement) -> KernelRun:
+        def attempt(placement: _placement.Placement) -> KernelRun:
             def entry(*dev_args: Any, **dev_kwargs: Any) -> Any:
                 state_of(current("neuronxcc.nki kernel")).placement = placement
                 return _program(self, *dev_args, **dev_kwargs)
@@ -165,7 +169,7 @@ class Kernel(GAKernel):
             )
 
         try:
-            return _spill.placed_launch(attempt)
+            return _placement.placed_launch(attempt, refetch)
         except RuntimeIndexError as e:
             # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
             # index under oob_mode.error (the dma_copy docs' example asserts that type and

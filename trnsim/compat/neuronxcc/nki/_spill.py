@@ -13,16 +13,19 @@ such a tensor does not fit where trnsim would place it whole, its storage is a `
 * a block read again after its eviction is reloaded by a DMA into a fresh slot, and its
   spill stays in the program. A block never read again was dead when it was evicted (the
   compiler, knowing its last use, would not have saved it): `finish` drops those spills from
-  the program at the end of the kernel, and the trace shows only the spills that carry values.
+  the program at the end of the kernel, and the trace shows only the spills that carry values;
+* a block that is a clean copy of HBM (filled by DMAs from HBM tensors not written since) is
+  re-read from its source instead of reloaded from its spill, whose save is then dropped too
+  (rule refetch_clean_blocks, _refetch.py; the launch's Placement switches it).
 
 Whether a block tensor that fits whole at its declaration is placed whole or block by block is
-the launch's `Placement`: whole first, and block by block for every block tensor when that runs
-out of memory, or would have to evict a block (`placed_launch`): a tensor placed whole holds
-its memory to the end, where the compiler's liveness-based allocation frees it. The eviction
-order (least recently used first) is trnsim's choice; the compiler's is not documented. PSUM
-blocks are evicted only when dead: reading a PSUM block after its eviction raises
-UnsupportedError (PSUM spills are not simulated). Knows blocks and slots; instructions go
-through NeuronCore.issue.
+the launch's `Placement` (_placement.py): whole first, and block by block for every block
+tensor when that runs out of memory, or would have to evict a block (`placed_launch`): a tensor
+placed whole holds its memory to the end, where the compiler's liveness-based allocation frees
+it. The eviction order (least recently used first) is trnsim's choice; the compiler's is not
+documented. PSUM blocks are evicted only when dead: reading a PSUM block after its eviction
+raises UnsupportedError (PSUM spills are not simulated). Knows blocks and slots; instructions
+go through NeuronCore.issue.
 """
 
 from __future__ import annotations
@@ -30,38 +33,14 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from trnsim import dtypes as dt
+from trnsim.compat.neuronxcc.nki import _refetch
+from trnsim.compat.neuronxcc.nki._placement import Placement
 from trnsim.errors import AllocationError, UnsupportedError
 from trnsim.memory import Layout, TensorLabel, View, interned
 from trnsim.program import SourceLocation, capture_location
-
-
-class Placement:
-    """How one launch places tensors with block dimensions. First attempt: one allocation of
-    the whole tensor when it fits at its declaration (fewer, larger instructions), else block
-    by block. The compiler gives a block memory only while it is live, so a tensor placed
-    whole early may hold memory a block tensor needs before the first is used: a launch that
-    then runs out of memory, or has to evict a block, runs again with every block tensor
-    placed block by block (`placed_launch`), and only that attempt's AllocationError is final."""
-
-    def __init__(self, whole_first: bool = True) -> None:
-        self.whole_first = whole_first
-        self.placed_whole = False  # some block tensor of this attempt was placed whole
-
-
-def placed_launch(attempt: Callable[[Placement], Any]) -> Any:
-    """attempt(placement), again by live block if the first placement ran out of memory."""
-    first = Placement()
-    try:
-        return attempt(first)
-    except AllocationError:
-        if not first.placed_whole:
-            raise
-    return attempt(Placement(whole_first=False))
-
 
 # Attribute of the spill ("save") and reload DMAs: their profiler queue is qSyncSpillReload and
 # the summary counts them as spill_save_bytes / spill_reload_bytes, as neuron-profile does.
@@ -80,6 +59,13 @@ class BlockPool:
         # (not only by its tensor, which may be gone when the kernel ends)
         self.tentative: dict[tuple[int, int], Any] = {}
         self.placement: Placement | None = None  # the launch's, once a block tensor exists
+        self.writes: list = []  # blocks the instruction being built writes (see _refetch)
+        self.refetched: set[int] = set()  # tentative spills a re-read from HBM did not need
+        self.superseded: set[int] = set()  # of those, spills a later save replaced (dead)
+
+    @property
+    def refetch_clean(self) -> bool:
+        return self.placement is None or self.placement.refetch_clean
 
     def touch(self, owner: BlockSlots, block: int, mode: str) -> None:
         key = (owner.serial, block)
@@ -134,13 +120,16 @@ def pool_of(ctx: Any) -> BlockPool:
     return pool
 
 
-def advance(ctx: Any) -> None:
-    """An instruction was issued: the blocks its operands used may be evicted again."""
+def advance(ctx: Any, ins: Any = None, operands: Any = None, attrs: Any = None) -> None:
+    """Instruction `ins` was issued (with `operands`, `attrs`): the blocks its operands used
+    may be evicted again, and the blocks it wrote are (or are no longer) copies of HBM."""
     pools = ctx.extra.get("b1_block_pools")
     if pools:
         pool = pools.get(ctx.core.index)
         if pool is not None:
             pool.epoch += 1
+            if pool.writes:
+                _refetch.note_writes(pool.writes, ins, operands, attrs)
 
 
 def evict_for(ctx: Any, space: str) -> bool:
@@ -208,6 +197,7 @@ class BlockSlots:
         self.saved: dict[int, View] = {}  # block -> its HBM spill area (holds its value)
         self.dirty: set[int] = set()  # resident blocks written since their value was saved
         self.written: set[int] = set()  # blocks that ever held a value
+        self.copies: dict[int, list] = {}  # block -> the HBM DMAs it is a copy of (_refetch)
         self.pool = pool_of(ctx)
         self.serial = next(_SERIALS)
 
@@ -246,6 +236,9 @@ class BlockSlots:
             slot = self._bring_in(block, whole)
         self.pool.touch(self, block, mode)
         if mode != "read":
+            if self.space == "sbuf":  # a copy of HBM from here? (_refetch.note_writes)
+                whole = local.size == self.partitions * self.block_elems
+                self.pool.writes.append((self, block, local, whole or block not in self.written))
             self.dirty.add(block)
             self.written.add(block)
         return View(slot.buffer, local)
@@ -283,7 +276,15 @@ class BlockSlots:
                     "spills are not simulated (fewer PSUM blocks live at once fit)",
                     loc,
                 )
-            self.pool.tentative.pop((self.serial, block), None)  # its spill carries a value
+            key = (self.serial, block)
+            pieces = _refetch.clean_pieces(self, block) if self.pool.refetch_clean else None
+            if pieces is not None:  # re-read from HBM; the spill stays tentative
+                _refetch.refetch(core, pieces, slot, loc, loops)
+                self.slots[block] = slot
+                if key in self.pool.tentative:
+                    self.pool.refetched.add(self.pool.tentative[key].index)
+                return slot
+            self.pool.tentative.pop(key, None)  # its spill carries a value
             core.issue(
                 "dma_copy",
                 "dma",
@@ -352,6 +353,9 @@ class BlockSlots:
                     poison=False,
                 )
                 self.saved[block] = hbm
+            old = self.pool.tentative.get((self.serial, block))
+            if old is not None and old.index in self.pool.refetched:
+                self.pool.superseded.add(old.index)  # re-read from HBM, now overwritten
             self.pool.tentative[(self.serial, block)] = self.ctx.core.issue(
                 "dma_copy",
                 "dma",
@@ -372,6 +376,7 @@ def finish(ctx: Any) -> None:
     dead: set[int] = set()
     for pool in (ctx.extra.get("b1_block_pools") or {}).values():
         dead.update(instr.index for instr in pool.tentative.values())
+        dead.update(pool.superseded)
         pool.tentative.clear()
     if dead:
         drop_instructions(ctx.device.program, dead)

@@ -48,7 +48,7 @@ class B1State:
     depth: int = 0  # > 0 while a front-end call is running (nested calls do not re-flush)
     direct_alloc: bool = False  # an ncc direct allocator was used (an "allocated kernel")
     scope: weakref.WeakKeyDictionary = field(default_factory=weakref.WeakKeyDictionary)
-    placement: Any = None  # _spill.Placement of the launch: how block tensors are placed
+    placement: Any = None  # _placement.Placement of the launch: how block tensors are placed
 
     def flush(self) -> None:
         """Materialize the pending result (if any) into a fresh tile."""
