@@ -2,8 +2,9 @@
 
 NKILIB_SAMPLE_SHARE=F keeps the collected tests whose node id hashes (SHA-1) below F of the
 hash range, so the same tests are kept on every run and every xdist worker; the rest are
-deselected. NKILIB_SAMPLE_PER_FAMILY=N keeps, per kernel family (the folder under
-test/integration/nkilib/core or experimental), the N tests with the smallest hashes: a
+deselected. NKILIB_SAMPLE_FROM=F0 moves that window to [F0, F0 + F) of the range: a sample
+disjoint from the one below F0. NKILIB_SAMPLE_PER_FAMILY=N keeps, per kernel family (the
+folder under test/integration/nkilib/core or experimental), the N tests with the smallest hashes: a
 stratified sample whose per-family counts do not hang on the family's size. With both set, a
 test is kept if either keeps it. Runs after the harness's own collection hooks (platform
 filters, skip marks).
@@ -43,8 +44,10 @@ def node_hash(nodeid: str) -> int:
     return int(hashlib.sha1(nodeid.encode()).hexdigest(), 16)
 
 
-def keep(nodeid: str, share: float) -> bool:
-    return node_hash(nodeid) < share * (1 << 160)
+def keep(nodeid: str, share: float, start: float = 0.0) -> bool:
+    """Whether the node id's hash lies in [start, start + share) of the hash range."""
+    h = node_hash(nodeid)
+    return start * (1 << 160) <= h < (start + share) * (1 << 160)
 
 
 def per_family(nodeids: list[str], n: int) -> set[str]:
@@ -61,9 +64,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     n = os.environ.get("NKILIB_SAMPLE_PER_FAMILY")
     if not share and not n:
         return
+    start = float(os.environ.get("NKILIB_SAMPLE_FROM") or 0)
     stratified = per_family([i.nodeid for i in items], int(n)) if n else set()
     chosen = {i.nodeid for i in items
-              if i.nodeid in stratified or (share and keep(i.nodeid, float(share)))}
+              if i.nodeid in stratified or (share and keep(i.nodeid, float(share), start))}
     kept = [i for i in items if i.nodeid in chosen]
     dropped = [i for i in items if i.nodeid not in chosen]
     if dropped:

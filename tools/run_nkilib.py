@@ -59,6 +59,7 @@ def environment(args: argparse.Namespace) -> dict[str, str]:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     if args.sample is not None:
         env["NKILIB_SAMPLE_SHARE"] = str(args.sample)
+        env["NKILIB_SAMPLE_FROM"] = str(args.sample_from)
     if args.per_family is not None:
         env["NKILIB_SAMPLE_PER_FAMILY"] = str(args.per_family)
     if args.timeout is not None:
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("checkout", type=pathlib.Path, help="an nki-library checkout")
     ap.add_argument("--all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1")
     ap.add_argument("--sample", type=float, default=None, help="share of each family to run")
+    ap.add_argument("--sample-from", type=float, default=0.0,
+                    help="start of the --sample window in the hash range (0.03 with --sample "
+                         "0.03: the 3 %% after the first 3 %%)")
     ap.add_argument("--per-family", type=int, default=None,
                     help="also run the N tests of smallest node-id hash in each kernel family")
     ap.add_argument("--timeout", type=float, default=None,

@@ -50,3 +50,13 @@ def test_timeout_fails_a_test_that_runs_too_long(tmp_path):
 @pytest.mark.parametrize("share", [0.0, 1.0])
 def test_share_bounds(share):
     assert all(nkilib_sample.keep(i, share) == bool(share) for i in ids("core/moe", 20))
+
+
+def test_sample_windows_are_disjoint_and_cover_the_range():
+    every = ids("core/moe", 400)
+    first = {i for i in every if nkilib_sample.keep(i, 0.5)}
+    second = {i for i in every if nkilib_sample.keep(i, 0.5, start=0.5)}
+    assert first and second
+    assert not first & second
+    assert first | second == set(every)
+    assert {i for i in every if nkilib_sample.keep(i, 0.25, start=0.25)} <= first
