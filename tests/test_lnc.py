@@ -1,5 +1,6 @@
 """LNC2 launches: two programs on cores 0 and 1 sharing HBM, run cooperatively (one at a time,
-switching only at core_barrier / sendrecv / end): values, record, determinism, deadlocks."""
+switching at core_barrier / sendrecv / end and every trnsim.nki.lnc.QUANTUM instructions):
+values, record, determinism, deadlocks."""
 
 from __future__ import annotations
 
@@ -361,3 +362,38 @@ def test_cross_core_hbm_race_without_a_barrier_is_reported_at_the_users_line(rng
         _w.simplefilter("error", SimulationWarning)
         run_kernel(barrier_kernel, (x,), {}, chip="trn2", lnc=2)
         run_kernel(half_add, (x, x), {}, chip="trn2", lnc=2)
+
+
+def zero_then_fill(x, filler):
+    """Core 1 zeroes `out` first thing; core 0 computes for `filler` instructions, then writes
+    x into it. No barrier: a race, but on hardware core 1's zeroing is long done by then."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((rows, cols), x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 1:
+        nisa.memset(dst=t, value=0.0)
+        nisa.dma_copy(dst=out, src=t)
+    else:
+        nisa.dma_copy(dst=t, src=x)
+        for _ in range(filler):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=0.0)
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_programs_run_abreast_so_an_early_write_on_one_core_lands_before_a_late_one(rng):
+    """The baton moves every QUANTUM instructions: core 1's zeroing (its first two
+    instructions) runs before core 0's write after 2 x QUANTUM others, as concurrently
+    running cores would order them; still warned as a race."""
+    from trnsim.nki import lnc
+
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    with pytest.warns(SimulationWarning, match="no core_barrier between them"):
+        kr = run_kernel(zero_then_fill, (x,), {"filler": 2 * lnc.QUANTUM}, chip="trn2", lnc=2)
+    np.testing.assert_array_equal(kr.outputs, x)
+    order = [(i.core, i.opcode) for i in kr.program]
+    assert order.index((1, "dma_copy")) < len(order) - 1 - order[::-1].index((0, "dma_copy"))
+    with pytest.warns(SimulationWarning, match="no core_barrier between them"):
+        again = run_kernel(zero_then_fill, (x,), {"filler": 2 * lnc.QUANTUM}, chip="trn2",
+                           lnc=2)
+    assert [(i.core, i.index) for i in again.program] == [(i.core, i.index) for i in kr.program]

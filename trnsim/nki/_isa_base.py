@@ -138,6 +138,9 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
         instr.engine_unknown = unknown
     except KernelError as e:
         raise e.with_loc(loc) from None
+    programs = ctx.extra.get("lnc")
+    if programs is not None:  # the other core's program runs its share (trnsim.nki.lnc)
+        programs.tick(ctx.program_id[0] if ctx.program_id else 0)
     return NkiInstruction(instr)
 
 

@@ -3,9 +3,15 @@
 A `kernel[2]` launch runs two programs (program_id 0 and 1) on physical cores 0 and 1. Their
 cross-core instructions (nisa.core_barrier, nisa.sendrecv) need both programs alive at once, so
 each program runs in its own Python thread. Exactly one thread runs at a time: it holds the
-baton until it blocks on a peer or finishes, then hands it to the next runnable program in rank
-order. Switch points depend only on the kernel, never on the OS scheduler, so a launch is
-bit-identical run to run. Knows nothing about instructions or values.
+baton until it blocks on a peer, finishes, or has issued QUANTUM instructions since it took the
+baton (current-API instructions; Beta-1 cooperative kernels switch only where they block),
+then hands it to the next runnable program in rank order. The quantum keeps the
+programs abreast, as the cores run side by side on hardware: a kernel whose cores touch the
+same HBM bytes with no barrier between (a race, warned about) then sees them in the order two
+concurrently running cores would, not one core's whole program before the other's (core 1
+zeroing its slice at the start while core 0 writes into it at the end). Switch points depend
+only on the kernel, never on the OS scheduler, so a launch is bit-identical run to run. Knows
+nothing about instructions or values.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import Any
 
 from trnsim.errors import KernelError
 from trnsim.program import SourceLocation
+
+QUANTUM = 256  # instructions a program issues before the baton moves on
 
 
 class _Aborted(BaseException):
@@ -49,6 +57,7 @@ class Programs:
         self._abort = False
         self._failure: BaseException | None = None
         self._results: list[Any] = [None] * count
+        self._issued = 0  # instructions issued since the holder took the baton
 
     # ------------------------------------------------------------ launching
     def run(self, bodies: list[Callable[[], Any]]) -> list[Any]:
@@ -115,6 +124,20 @@ class Programs:
             self._status[program] = "ready"
             self._waits[program] = None
 
+    def tick(self, program: int) -> None:
+        """`program` (holding the baton) issued an instruction: after QUANTUM of them the
+        baton goes to the next runnable program, and comes back when that one blocks,
+        finishes or has issued its own quantum."""
+        self._issued += 1
+        if self._issued < QUANTUM:
+            return
+        with self._cv:
+            self._pass_baton(program)
+            while self._turn != program and not self._abort:
+                self._cv.wait()
+            if self._abort:
+                raise _Aborted
+
     def _runnable(self, q: int) -> bool:
         st = self._status[q]
         if st == "ready":
@@ -128,6 +151,7 @@ class Programs:
             q = (p + k) % self.count
             if self._runnable(q):
                 self._turn = q
+                self._issued = 0
                 self._cv.notify_all()
                 return
         blocked = [q for q in range(self.count) if self._status[q] == "blocked"]
