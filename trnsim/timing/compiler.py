@@ -29,6 +29,11 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   its source when read again. Applied by the allocation while the kernel runs
   (trnsim/compat/neuronxcc/nki/_refetch.py), so it changes the program record itself:
   `trnsim.profile(..., rules=...)` passes it to the launch; time_program cannot undo it.
+- evict_by_next_use: when SBUF is full, the Beta-1 block evicted is the one whose value the
+  kernel needs again last (Belady's rule; the compiler knows the whole traced program), found
+  by running a launch that read evicted blocks again a second time with the first run's
+  accesses (trnsim/compat/neuronxcc/nki/_nextuse.py). Off: least recently used. Acts on the
+  program record like refetch_clean_blocks.
 """
 
 from __future__ import annotations
@@ -61,11 +66,12 @@ class CompilerRules:
     scalar_equivalent: bool = True
     psum_port_placement: bool = True
     refetch_clean_blocks: bool = True
+    evict_by_next_use: bool = True
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False, False, False)
+        return cls(False, False, False, False, False, False, False, False)
 
 
 def _data_path() -> Path:

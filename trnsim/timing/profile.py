@@ -428,7 +428,8 @@ def profile(
     outputs are None), so kernels over any amount of simulated HBM can be timed.
     reorder=False times the instructions in program order instead of the compiler's order;
     rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if;
-    refetch_clean_blocks changes what a Beta-1 launch records, the others how it is timed).
+    refetch_clean_blocks and evict_by_next_use change what a Beta-1 launch records, the others
+    how it is timed).
     numerics="fast" computes nc_matmul in fp32 BLAS (core.NUMERICS); the timeline is the same.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
@@ -440,7 +441,7 @@ def profile(
         k = k[lnc]
     opts: dict[str, Any] = {} if numerics is None else {"numerics": numerics}
     if rules is not None and getattr(k, "takes_compiler_rules", False):
-        opts["rules"] = rules  # refetch_clean_blocks acts while a Beta-1 kernel runs
+        opts["rules"] = rules  # two rules act while a Beta-1 kernel runs (its allocation)
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values, **opts)
     prof = time_program(
         run.program, run.chip, run.outputs if values else None, values, reorder, rules

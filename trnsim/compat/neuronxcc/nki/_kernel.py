@@ -82,7 +82,8 @@ class Kernel(GAKernel):
     """A B1 kernel: the function, its launch grid and its mode. It is a current-API Kernel of
     generation "beta1", so trnsim.profile(kernel, *args) times it too."""
 
-    takes_compiler_rules = True  # launch(rules=CompilerRules): refetch_clean_blocks (_refetch)
+    # launch(rules=CompilerRules): refetch_clean_blocks (_refetch), evict_by_next_use (_nextuse)
+    takes_compiler_rules = True
 
     def __init__(
         self,
@@ -145,8 +146,9 @@ class Kernel(GAKernel):
         values = opts.get("values", not abstract)
         args = tuple(_concrete(a) for a in args)
         kwargs = {k: _concrete(v) for k, v in kwargs.items()}
-        # trnsim.profile(rules=CompilerRules(...)): the one rule the allocation applies
+        # trnsim.profile(rules=CompilerRules(...)): the rules the allocation applies
         refetch = getattr(opts.get("rules"), "refetch_clean_blocks", True)
+        next_use = getattr(opts.get("rules"), "evict_by_next_use", True)
 
         def attempt(placement: _placement.Placement) -> KernelRun:
             def entry(*dev_args: Any, **dev_kwargs: Any) -> Any:
@@ -169,7 +171,7 @@ class Kernel(GAKernel):
             )
 
         try:
-            return _placement.placed_launch(attempt, refetch)
+            return _placement.placed_launch(attempt, refetch, next_use)
         except RuntimeIndexError as e:
             # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
             # index under oob_mode.error (the dma_copy docs' example asserts that type and

@@ -22,10 +22,11 @@ Whether a block tensor that fits whole at its declaration is placed whole or blo
 the launch's `Placement` (_placement.py): whole first, and block by block for every block
 tensor when that runs out of memory, or would have to evict a block (`placed_launch`): a tensor
 placed whole holds its memory to the end, where the compiler's liveness-based allocation frees
-it. The eviction order (least recently used first) is trnsim's choice; the compiler's is not
-documented. PSUM blocks are evicted only when dead: reading a PSUM block after its eviction
-raises UnsupportedError (PSUM spills are not simulated). Knows blocks and slots; instructions
-go through NeuronCore.issue.
+it. Which block is evicted: the one whose value is needed again last, known from a first run
+of the launch (rule evict_by_next_use, _nextuse.py); without the rule (and in that first run)
+the least recently used one (BlockPool.evict_one). The compiler's order is not documented.
+Reading a PSUM block after its eviction raises UnsupportedError (PSUM spills are not
+simulated). Knows blocks and slots; instructions go through NeuronCore.issue.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _refetch
+from trnsim.compat.neuronxcc.nki._nextuse import NEVER, NextUse, RunAgain, block_key
 from trnsim.compat.neuronxcc.nki._placement import Placement
 from trnsim.errors import AllocationError, UnsupportedError
 from trnsim.memory import Layout, TensorLabel, View, interned
@@ -52,8 +54,9 @@ class BlockPool:
     """The block slots of one core in access order, and the pinning epoch."""
 
     def __init__(self) -> None:
-        # (owner serial, block) -> (owner ref, epoch of the last access, read since written)
-        self.order: OrderedDict[tuple[int, int], tuple[Any, int, bool]] = OrderedDict()
+        # (owner serial, block) -> (owner ref, epoch of the last access, read since written,
+        # position of its next need: rule evict_by_next_use, NEVER when not known)
+        self.order: OrderedDict[tuple[int, int], tuple[Any, int, bool, int]] = OrderedDict()
         self.epoch = 0  # advanced after every front-end instruction (see _emit.issue)
         # (owner serial, block) -> the block's latest spill, while no reload needs it; kept here
         # (not only by its tensor, which may be gone when the kernel ends)
@@ -62,14 +65,42 @@ class BlockPool:
         self.writes: list = []  # blocks the instruction being built writes (see _refetch)
         self.refetched: set[int] = set()  # tentative spills a re-read from HBM did not need
         self.superseded: set[int] = set()  # of those, spills a later save replaced (dead)
+        # rule evict_by_next_use (_nextuse.py): this run's block accesses, and a recorded run's
+        self.number = 0  # the pool's number in its launch's placement
+        self.tensors = 0  # block tensors made in this pool so far (a tensor's number)
+        self.keys: list[int] = []  # block_key of each access, in order
+        self.whole_writes: list[bool] = []  # whether each access writes its block whole
+        self.foresight: NextUse | None = None
+        self.returns = 0  # evicted blocks read again (reloaded or re-read): evictions that cost
 
     @property
     def refetch_clean(self) -> bool:
         return self.placement is None or self.placement.refetch_clean
 
-    def touch(self, owner: BlockSlots, block: int, mode: str) -> None:
+    def attach(self, placement: Placement | None) -> None:
+        """The launch's placement (the same for every block tensor of one run)."""
+        if placement is None or placement is self.placement:
+            return
+        self.placement = placement
+        self.number = placement.pools
+        placement.pools += 1
+        self.foresight = placement.next_use.get(self.number)
+
+    def touch(self, owner: BlockSlots, block: int, mode: str, whole_write: bool) -> None:
         key = (owner.serial, block)
-        self.order[key] = (weakref.ref(owner), self.epoch, mode == "read")
+        bkey = block_key(owner.number, block)
+        needed_next = NEVER
+        if self.foresight is not None:
+            known = self.foresight.at(len(self.keys), bkey)
+            if known is None:  # this run left the recorded accesses: least recently used
+                self.foresight = None
+                if self.placement is not None:
+                    self.placement.diverged = True
+            else:
+                needed_next = known
+        self.keys.append(bkey)
+        self.whole_writes.append(whole_write)
+        self.order[key] = (weakref.ref(owner), self.epoch, mode == "read", needed_next)
         self.order.move_to_end(key)
 
     def forget(self, owner: BlockSlots, block: int) -> None:
@@ -84,9 +115,14 @@ class BlockPool:
         written unread block instead: when a loop fills more blocks than fit before another
         reads them in order, the first ones stay resident for the reader. (Preferring any
         consumed block to an unread one evicted weights a loop reads again and again:
-        NKIBench swiglu reloaded 3.3 GB where its profile shows 84 MB.)"""
+        NKIBench swiglu reloaded 3.3 GB where its profile shows 84 MB.)
+
+        With foresight (rule evict_by_next_use, a recorded run's accesses) the victim is the
+        block whose value is needed again last, the least recently used of equals."""
+        if self.foresight is not None:
+            return self._evict_farthest(space)
         first, newest_unread = None, None
-        for key, (ref, epoch, consumed) in self.order.items():
+        for key, (ref, epoch, consumed, _) in self.order.items():
             owner = ref()
             if owner is None or owner.space != space or epoch == self.epoch:
                 continue
@@ -102,10 +138,35 @@ class BlockPool:
         newest_unread[0].evict(newest_unread[1])
         return True
 
+    def _evict_farthest(self, space: str) -> bool:
+        victim, farthest = None, -1
+        for key, (ref, epoch, _, needed_next) in self.order.items():
+            owner = ref()
+            if owner is None or owner.space != space or epoch == self.epoch:
+                continue
+            if needed_next > farthest:
+                victim, farthest = (owner, key[1]), needed_next
+                if needed_next == NEVER:
+                    break
+        if victim is None:
+            return False
+        victim[0].evict(victim[1])
+        return True
+
+    def record(self) -> bool:
+        """Leave this run's block accesses with its placement; True if the run should be made
+        again knowing them (rule evict_by_next_use: an evicted block was read again, and this
+        pool's accesses were not known ahead)."""
+        placement = self.placement
+        if placement is None or not placement.foresight:
+            return False
+        placement.recorded[self.number] = NextUse(self.keys, self.whole_writes)
+        return self.returns > 0 and self.number not in placement.next_use
+
     def live(self, space: str) -> list[str]:
         """Labels of the resident blocks in `space`, most recently used first."""
         out = []
-        for (_, block), (ref, _, _) in reversed(self.order.items()):
+        for (_, block), (ref, _, _, _) in reversed(self.order.items()):
             owner = ref()
             if owner is not None and owner.space == space:
                 out.append(owner.block_label(block))
@@ -150,7 +211,7 @@ def block_slots(
 ) -> BlockSlots:
     """The block-by-block storage of a tensor with block dimensions logical[:pdim], under the
     launch's `placement`."""
-    pool_of(ctx).placement = placement
+    pool_of(ctx).attach(placement)
     parts, block_elems, nblocks = logical[pdim], 1, 1
     for n in logical[pdim + 1 :]:
         block_elems *= n
@@ -200,6 +261,8 @@ class BlockSlots:
         self.copies: dict[int, list] = {}  # block -> the HBM DMAs it is a copy of (_refetch)
         self.pool = pool_of(ctx)
         self.serial = next(_SERIALS)
+        self.number = self.pool.tensors  # names its blocks in the pool's accesses (_nextuse)
+        self.pool.tensors += 1
 
     # ---------------------------------------------------------------- what Buffer offers
     @property
@@ -230,11 +293,11 @@ class BlockSlots:
         """The View of access `lay` (over the logical storage) on its block's slot; `mode` is
         read, write or readwrite."""
         block, local = self._locate(lay)
+        whole = mode == "write" and local.size == self.partitions * self.block_elems
         slot = self.slots.get(block)
         if slot is None:
-            whole = mode == "write" and local.size == self.partitions * self.block_elems
             slot = self._bring_in(block, whole)
-        self.pool.touch(self, block, mode)
+        self.pool.touch(self, block, mode, whole)
         if mode != "read":
             if self.space == "sbuf":  # a copy of HBM from here? (_refetch.note_writes)
                 whole = local.size == self.partitions * self.block_elems
@@ -277,6 +340,7 @@ class BlockSlots:
                     loc,
                 )
             key = (self.serial, block)
+            self.pool.returns += 1
             pieces = _refetch.clean_pieces(self, block) if self.pool.refetch_clean else None
             if pieces is not None:  # re-read from HBM; the spill stays tentative
                 _refetch.refetch(core, pieces, slot, loc, loops)
@@ -371,10 +435,14 @@ class BlockSlots:
 
 
 def finish(ctx: Any) -> None:
-    """End of a B1 program: drop the spills of blocks never read after them (dead values) and
-    renumber the program."""
+    """End of a B1 program: run it again if it should know its block accesses ahead (RunAgain,
+    rule evict_by_next_use); else drop the spills of blocks never read after them (dead
+    values) and renumber the program."""
     dead: set[int] = set()
-    for pool in (ctx.extra.get("b1_block_pools") or {}).values():
+    pools = (ctx.extra.get("b1_block_pools") or {}).values()
+    if any([pool.record() for pool in pools]):
+        raise RunAgain()
+    for pool in pools:
         dead.update(instr.index for instr in pool.tentative.values())
         dead.update(pool.superseded)
         pool.tentative.clear()
