@@ -184,3 +184,27 @@ def test_a_launch_whose_evictions_cost_nothing_runs_once(monkeypatch):
     trnsim.profile(cyclic_reads, X, chip=TINY)
     assert len(made) == 2  # the recorded run, then the one knowing its accesses
     assert not made[1].diverged
+
+
+def test_an_spmd_launch_runs_again_once_for_all_its_programs(monkeypatch):
+    """Both programs of a [2] grid read evicted blocks: one recorded run and one run knowing
+    each program's accesses, each program re-reading what MIN says."""
+    from trnsim.compat.neuronxcc.nki import _placement
+
+    made = []
+    real = _placement.Placement
+
+    def counting(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_placement, "Placement", counting)
+    on = trnsim.profile(cyclic_reads[2], X, chip=TINY)
+    assert len(made) == 2 and not made[1].diverged
+    assert set(made[1].next_use) == {0, 1}  # each program's block pool, known ahead
+    off = trnsim.profile(cyclic_reads[2], X, chip=TINY, rules=OFF)
+    re_read, _ = _min_simulation(_accesses(updated=False), FIT)
+    assert on.summary()["hbm_read_bytes"] == 2 * (BLOCKS + re_read) * BLOCK_BYTES
+    assert off.summary()["hbm_read_bytes"] == 2 * (BLOCKS + 5 + BLOCKS) * BLOCK_BYTES
+    for a, b in zip(on.outputs, off.outputs, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -18,6 +18,7 @@ import ast
 import functools
 import inspect
 import linecache
+import math
 import os
 import textwrap
 import warnings
@@ -171,7 +172,8 @@ class Kernel(GAKernel):
             )
 
         try:
-            return _placement.placed_launch(attempt, refetch, next_use)
+            programs = math.prod(self.grid) if self.grid else 1
+            return _placement.placed_launch(attempt, refetch, next_use, programs)
         except RuntimeIndexError as e:
             # B1's simulator raises numpy's own IndexError for an out-of-bounds indirect
             # index under oob_mode.error (the dma_copy docs' example asserts that type and
@@ -258,7 +260,7 @@ def _program(kernel: Kernel, *dev_args: Any, **dev_kwargs: Any) -> Any:
         bound.arguments[name] = wrapped
     result = kernel._body(*bound.args, **bound.kwargs)
     st.flush()
-    _spill.finish(ctx)
+    _spill.finish(ctx, st.placement)
     _check_outputs(ctx, st, result, mutable, def_loc(fn), fn, kernel.mode == "simulation")
     return _unwrap(result, ctx)
 

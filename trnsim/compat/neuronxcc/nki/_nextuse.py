@@ -12,10 +12,11 @@ not fit, and spills its scores instead (1.1 GB saved, each reloaded once): least
 eviction, whose worst case is a cycle longer than what fits, re-read v 512 times (trnsim
 before this rule: 12 GB of HBM reads where the profile shows 1.2 GB).
 
-trnsim runs a kernel eagerly, so the future is known only after a run: a program that read an
-evicted block again ends with RunAgain (before its outputs go back to the host), and the launch
-runs again (`_placement.placed_launch`) with the first run's block accesses, which are the same
-in both runs (eviction changes where a block lives, not what the kernel accesses).
+trnsim runs a kernel eagerly, so the future is known only after a run: when a program of the
+launch read an evicted block again, the launch's last program ends with RunAgain (before the
+outputs go back to the host), and the launch runs again (`_placement.placed_launch`) with each
+program's block accesses from the first run, which are the same in both runs (eviction changes
+where a block lives, not what the kernel accesses).
 Its next need is the next access that reads the block's value; an access that writes the whole
 block first means the value is dead (NEVER). A block never needed again is evicted first; ties
 go to the least recently used. If a run's accesses leave the recorded ones (a kernel whose

@@ -38,7 +38,7 @@ from typing import Any
 
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _refetch
-from trnsim.compat.neuronxcc.nki._nextuse import NEVER, NextUse, RunAgain, block_key
+from trnsim.compat.neuronxcc.nki._nextuse import NEVER, NextUse, block_key
 from trnsim.compat.neuronxcc.nki._placement import Placement
 from trnsim.errors import AllocationError, UnsupportedError
 from trnsim.memory import Layout, TensorLabel, View, interned
@@ -434,14 +434,16 @@ class BlockSlots:
         slot.buffer.release()
 
 
-def finish(ctx: Any) -> None:
-    """End of a B1 program: run it again if it should know its block accesses ahead (RunAgain,
-    rule evict_by_next_use); else drop the spills of blocks never read after them (dead
-    values) and renumber the program."""
+def finish(ctx: Any, placement: Placement | None = None) -> None:
+    """End of a B1 program under the launch's `placement`: the launch runs again if it should
+    know its block accesses ahead (RunAgain after its last program, rule evict_by_next_use);
+    else drop the spills of blocks never read after them (dead values) and renumber the
+    program."""
     dead: set[int] = set()
     pools = (ctx.extra.get("b1_block_pools") or {}).values()
-    if any([pool.record() for pool in pools]):
-        raise RunAgain()
+    run_again = any([pool.record() for pool in pools])
+    if placement is not None:
+        placement.program_finished(run_again)
     for pool in pools:
         dead.update(instr.index for instr in pool.tentative.values())
         dead.update(pool.superseded)
