@@ -69,17 +69,23 @@ def compiler_order(
                     k = prev
                 last_in_block[loop_id] = k
         key[i] = k
-        f = fences.get(ins.core, 0)
-        if _is_fence(ins.opcode, fence_cache):
+        fence = fence_cache.get(ins.opcode)
+        if fence is None:
+            fence = _is_fence(ins.opcode, fence_cache)
+        if fence:
+            f = fences.get(ins.core, 0)
             segment[i] = 2 * f + 1  # after everything before it, before everything after
             fences[ins.core] = f + 1
-        else:
-            segment[i] = 2 * f
+        elif fences:
+            segment[i] = 2 * fences.get(ins.core, 0)
     queues: dict[tuple[int, str], list[int]] = {}
     for i in range(n):
         queues.setdefault(queue_of[i], []).append(i)
+    # Sorted by (segment, key, index): items are in index order and the sort is stable, so
+    # ties keep it; without fences every segment is 0 and the key alone decides.
+    by = key.__getitem__ if not fences else (lambda i: (segment[i], key[i]))
     for items in queues.values():
-        items.sort(key=lambda i: (segment[i], key[i], i))
+        items.sort(key=by)
     return queues
 
 
@@ -128,11 +134,13 @@ def asap_ticks(sched: Scheduler) -> list[int]:
             dur.append(t[1])
     sem = sched.sem
     out: list[int] = []
-    for deps in tl.deps:
+    done: list[int] = []  # out[j] + dur[j] + sem: when a dependant of j may start
+    for i, deps in enumerate(tl.deps):
         r = 0
         for j, _, _ in deps:
-            t = out[j] + dur[j] + sem
+            t = done[j]
             if t > r:
                 r = t
         out.append(r)
+        done.append(r + dur[i] + sem)
     return out

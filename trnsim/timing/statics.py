@@ -112,7 +112,10 @@ def _compute_signature(ins: Instruction) -> tuple:
     recorded order: at worst an extra cache miss."""
     key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
     for o in ins.reads + ins.writes:
-        key += operand_cost_key(o)
+        k = o.__dict__.get("_cost_key")  # (records are immutable and shared: kept on them)
+        if k is None:
+            k = o.__dict__["_cost_key"] = operand_cost_key(o)
+        key += k
     key += ins.attrs.items()
     return tuple(key)
 
@@ -126,13 +129,15 @@ def _dma_signature(ins: Instruction) -> tuple:
     key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"),
             a.get("cc_extra_latency_ns"), a.get("cc_rate_gbps"))
     for o in ins.reads + ins.writes:
-        shape = o.shape
-        key += (
-            o.name,
-            o.region.space,
-            o.nbytes,
-            o.partitions,
-            o.contiguous_bytes,
-            shape,  # plan_dma reads the dst's shape (its rank and first dim)
-        )
+        k = o.__dict__.get("_dma_key")  # (as _compute_signature's cost keys)
+        if k is None:
+            k = o.__dict__["_dma_key"] = (
+                o.name,
+                o.region.space,
+                o.nbytes,
+                o.partitions,
+                o.contiguous_bytes,
+                o.shape,  # plan_dma reads the dst's shape (its rank and first dim)
+            )
+        key += k
     return tuple(key)
