@@ -13,7 +13,7 @@ import numpy as np
 
 from trnsim import semantics as _sem
 from trnsim.errors import ConstraintError, KernelError
-from trnsim.nki.context import current, maybe_current
+from trnsim.nki.context import _CURRENT, current, maybe_current
 from trnsim.program import capture_location
 from trnsim.spec import instruction_specs
 
@@ -121,12 +121,17 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
            **kwargs: Any) -> NkiInstruction:
     """Record and execute one instruction on the current core, errors at the user's line."""
     loc = capture_location()
-    ctx = current(f"nisa.{opcode}")
+    ctx = _CURRENT.get()
+    if ctx is None:
+        ctx = current(f"nisa.{opcode}")  # raises: outside a kernel
     try:
-        spec = instruction_specs().get(opcode)
-        op_names = spec.operands if spec is not None else {}
-        operands = {k: v for k, v in kwargs.items() if k in op_names}
-        attrs = {k: v for k, v in kwargs.items() if k not in op_names}
+        spec, op_names = _opcode_info(opcode)
+        operands, attrs = {}, {}
+        for k, v in kwargs.items():
+            if k in op_names:
+                operands[k] = v
+            else:
+                attrs[k] = v
         chosen = _engine_name(eng)
         unknown = False
         if chosen is None and spec is not None:
@@ -142,6 +147,13 @@ def _issue(opcode: str, eng: Any = None, *, name: str | None = None,
     if programs is not None:  # the other core's program runs its share (trnsim.nki.lnc)
         programs.tick(ctx.program_id[0] if ctx.program_id else 0)
     return NkiInstruction(instr)
+
+
+@functools.cache
+def _opcode_info(opcode: str) -> tuple[Any, Any]:
+    """(InstructionSpec or None, its operand names) of an opcode (the specs are immutable)."""
+    spec = instruction_specs().get(opcode)
+    return spec, (spec.operands if spec is not None else {})
 
 
 def get_nc_version() -> nc_version:
