@@ -20,11 +20,21 @@ class PsumWriters:
     """Per PSUM fp32 word, the psum_tag of the tensor that last wrote it; indexable like the
     [partitions, words] int64 array it wraps."""
 
-    __slots__ = ("_rect", "tags")
+    __slots__ = ("_rect", "_shape", "_tags")
 
     def __init__(self, partitions: int, words: int):
-        self.tags = np.zeros((partitions, words), dtype=np.int64)
+        self._shape = (partitions, words)
+        self._tags: np.ndarray | None = None
         self._rect: tuple[tuple, int] | None = None
+
+    @property
+    def tags(self) -> np.ndarray:
+        """The [partitions, words] int64 tags, made (all 0) on first use: a timing-only launch
+        never reads them, and 4 MiB of zeros per core is a measurable part of a small launch."""
+        tags = self._tags
+        if tags is None:
+            tags = self._tags = np.zeros(self._shape, dtype=np.int64)
+        return tags
 
     def __getitem__(self, index: Any) -> np.ndarray:
         return self.tags[index]
