@@ -22,7 +22,8 @@ def script(rng: np.random.Generator, steps: int = 60) -> list[tuple]:
     partial writes, and reads."""
     ops = []
     for _ in range(steps):
-        kind = rng.choice(["alloc", "alloc_at", "write", "write_part", "read", "drop"])
+        kind = rng.choice(["alloc", "alloc_at", "write", "write_part", "write_box",
+                           "write_bytes", "write_strided", "read", "read_part", "drop"])
         ops.append((str(kind), int(rng.integers(1 << 30))))
     return ops
 
@@ -55,16 +56,49 @@ def play(ops: list[tuple], lazy: bool, monkeypatch: pytest.MonkeyPatch, space: s
         elif kind == "write_part":
             v2 = View(v.buffer, Layout(v.dtype, 0, (v.shape[0], v.shape[1] // 2), v.layout.strides))
             v2.write_raw(r.integers(0, 200, v2.shape).astype(v.dtype.storage))
+        elif kind == "write_box":  # partitions [p0, p1) x columns [c0, c1): a dense box
+            p0, c0 = int(r.integers(v.shape[0])), int(r.integers(v.shape[1]))
+            p1, c1 = int(r.integers(p0, v.shape[0])) + 1, int(r.integers(c0, v.shape[1])) + 1
+            _window(v, p0, p1, c0, c1).write_raw(
+                r.integers(0, 200, (p1 - p0, c1 - c0)).astype(v.dtype.storage))
+        elif kind == "write_bytes":  # a byte view off the elements' boundaries
+            b = _bytes(v)
+            c0 = int(r.integers(b.shape[1]))
+            c1 = int(r.integers(c0, b.shape[1])) + 1
+            _window(b, 0, b.shape[0], c0, c1).write_raw(
+                r.integers(0, 200, (b.shape[0], c1 - c0)).astype(np.uint8))
+        elif kind == "write_strided":  # every other column: not a dense box
+            lay = v.layout
+            v2 = View(v.buffer, Layout(v.dtype, 0, (v.shape[0], v.shape[1] // 2),
+                                       (lay.strides[0], 2)))
+            v2.write_raw(r.integers(0, 200, v2.shape).astype(v.dtype.storage))
         elif kind == "read":
             seen.append(np.ascontiguousarray(v.read()).view(np.uint8).copy())
+        elif kind == "read_part":
+            p0, c0 = int(r.integers(v.shape[0])), int(r.integers(v.shape[1]))
+            seen.append(np.ascontiguousarray(_window(v, p0, v.shape[0], c0, v.shape[1]).read())
+                        .view(np.uint8).copy())
         elif kind == "drop" and len(live) > 1:
             live.remove(v)
     seen.extend(np.ascontiguousarray(v.read()).view(np.uint8).copy() for v in live)
     return seen
 
 
+def _window(v: View, p0: int, p1: int, c0: int, c1: int) -> View:
+    """Partitions [p0, p1) and columns [c0, c1) of a 2-D on-chip view."""
+    lay = v.layout
+    return View(v.buffer, Layout(v.dtype, lay.offset + p0 * lay.strides[0] + c0 * lay.strides[1],
+                                 (p1 - p0, c1 - c0), lay.strides))
+
+
+def _bytes(v: View) -> View:
+    """The whole tile of `v` as uint8 elements."""
+    buf = v.buffer
+    return View(buf, Layout(dt.uint8, 0, (buf.partitions, buf.nbytes), (buf.nbytes, 1)))
+
+
 @pytest.mark.parametrize("space", ["sbuf", "psum"])
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 def test_deferred_fills_read_like_eager_fills(seed, space, monkeypatch):
     ops = script(np.random.default_rng(seed))
     lazy = play(ops, True, monkeypatch, space)

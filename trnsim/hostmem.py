@@ -238,32 +238,112 @@ class PendingPoison:
 
 
 class PendingFills:
-    """The poison fills of fresh SBUF/PSUM tiles, deferred until the memory is next reached.
+    """The poison fills of fresh SBUF/PSUM tiles, deferred until the bytes are next reached.
 
-    A fill is a rectangle [p0, p0 + parts) x [b0, b0 + nbytes) of a (partitions, bytes)
-    array and the bits to fill it with. Before any access to the memory every pending fill is
-    written out, in allocation order, so what an access sees is what it would see had each
-    tile been filled when it was allocated; the one exception, `drop`, is a write covering the
-    whole tile the fill belongs to, which would overwrite every byte of that fill anyway (so
-    the other fills go first, in case a later one overlaps it)."""
+    A fill is the rectangle [p0, p0 + parts) x [b0, b0 + nbytes) of a (partitions, bytes)
+    array and the bits to fill it with; what is still pending of it is a list of rectangles
+    inside it, cut at its element boundaries. Pending rectangles never overlap: a newer fill
+    takes its rectangle out of the older ones (its poison comes later, as with eager fills),
+    and a write that will set every byte of a box takes the box out (`overwrite`). Before an
+    access, the pending rectangles its box reaches are written out (`flush_box`; `flush`: all
+    of them). So every access sees the bytes it would see had each tile been filled when it
+    was allocated, and a tile written piece by piece before it is read is never filled."""
 
     __slots__ = ("data", "fills", "ticket")
 
+    # Pending rectangles kept at most; beyond, everything is written out (bounded bookkeeping).
+    MAX_RECTS = 256
+
     def __init__(self, data: Any):
         self.data = data  # a callable returning the (partitions, bytes) uint8 array
-        self.fills: dict[int, tuple[int, int, int, int, np.ndarray]] = {}
+        # ticket -> (origin byte, bits, [(p0, p1, b0, b1), ...] still pending)
+        self.fills: dict[int, tuple[int, np.ndarray, list[tuple[int, int, int, int]]]] = {}
         self.ticket = 0
 
     def add(self, p0: int, parts: int, b0: int, nbytes: int, bits: np.ndarray) -> int:
-        """Defer one fill; returns its ticket (for `drop`)."""
-        self.ticket += 1
-        self.fills[self.ticket] = (p0, parts, b0, nbytes, bits)
+        """Defer one fill; returns its ticket."""
+        if nbytes and parts:
+            if self.fills:
+                self._cut(p0, p0 + parts, b0, b0 + nbytes)
+            self.ticket += 1
+            self.fills[self.ticket] = (b0, bits, [(p0, p0 + parts, b0, b0 + nbytes)])
+        else:
+            self.ticket += 1
         return self.ticket
 
-    def flush(self, keep: int = 0) -> None:
-        """Write out every pending fill, except (dropped) the one of ticket `keep`."""
+    def overwrite(self, q0: int, q1: int, c0: int, c1: int) -> None:
+        """Every byte of the box [q0, q1) x [c0, c1) is about to be written: no pending fill
+        needs to write it."""
+        if self.fills:
+            self._cut(q0, q1, c0, c1)
+
+    def flush_box(self, q0: int, q1: int, c0: int, c1: int) -> None:
+        """Write out the pending rectangles that reach the box [q0, q1) x [c0, c1)."""
+        data = None
+        for ticket, (origin, bits, rects) in list(self.fills.items()):
+            keep = []
+            for r in rects:
+                if r[1] <= q0 or q1 <= r[0] or r[3] <= c0 or c1 <= r[2]:
+                    keep.append(r)
+                    continue
+                if data is None:
+                    data = self.data()
+                data[r[0]:r[1], r[2]:r[3]].view(bits.dtype).fill(bits)
+            if len(keep) != len(rects):
+                if keep:
+                    self.fills[ticket] = (origin, bits, keep)
+                else:
+                    del self.fills[ticket]
+
+    def flush(self) -> None:
+        """Write out every pending fill."""
         fills, self.fills = self.fills, {}
+        if not fills:
+            return
         data = self.data()
-        for ticket, (p0, parts, b0, nbytes, bits) in fills.items():
-            if ticket != keep:
-                data[p0:p0 + parts, b0:b0 + nbytes].view(bits.dtype).fill(bits)
+        for _, bits, rects in fills.values():
+            for p0, p1, b0, b1 in rects:
+                data[p0:p1, b0:b1].view(bits.dtype).fill(bits)
+
+    def pending(self, ticket: int) -> bool:
+        return ticket in self.fills
+
+    def _cut(self, q0: int, q1: int, c0: int, c1: int) -> None:
+        """Take the box out of every pending rectangle. A rectangle the box would cut off its
+        element boundaries is written out instead (the write or fill that follows then lands
+        on it, as with eager fills)."""
+        data = None
+        count = 0
+        for ticket, (origin, bits, rects) in list(self.fills.items()):
+            isz = bits.itemsize
+            out = []
+            changed = False
+            for r in rects:
+                p0, p1, b0, b1 = r
+                if p1 <= q0 or q1 <= p0 or b1 <= c0 or c1 <= b0:
+                    out.append(r)
+                    continue
+                changed = True
+                lo, hi = max(b0, c0), min(b1, c1)
+                if (lo - origin) % isz or (hi - origin) % isz:
+                    if data is None:
+                        data = self.data()
+                    data[p0:p1, b0:b1].view(bits.dtype).fill(bits)
+                    continue
+                m0, m1 = max(p0, q0), min(p1, q1)
+                if p0 < m0:
+                    out.append((p0, m0, b0, b1))
+                if m1 < p1:
+                    out.append((m1, p1, b0, b1))
+                if b0 < lo:
+                    out.append((m0, m1, b0, lo))
+                if hi < b1:
+                    out.append((m0, m1, hi, b1))
+            if changed:
+                if out:
+                    self.fills[ticket] = (origin, bits, out)
+                else:
+                    del self.fills[ticket]
+            count += len(out)
+        if count > self.MAX_RECTS:
+            self.flush()

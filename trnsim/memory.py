@@ -223,8 +223,10 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
     data = buf.memory.data  # C-contiguous: (partitions, bytes) on chip, (bytes,) in HBM
     if buf.on_chip:
         fills = getattr(buf.memory, "fills", None)
-        if fills is not None and fills.fills:  # deferred poison fills happen before any access
-            fills.flush()
+        if fills is not None and fills.fills:  # deferred poison fills the access reaches first
+            r = region_of(buf, lay)
+            fills.flush_box(r.partition_start, r.partition_start + r.partitions, r.byte_start,
+                            r.byte_end)
         f = buf.nbytes // isz
         row_bytes = data.strides[0]
         p_off, f_off = divmod(lay.offset, f)
@@ -362,6 +364,12 @@ class View:
             _overwriting(self.buffer, self.layout)
         self.array()[...] = values
 
+    def will_overwrite(self) -> None:
+        """Every element of the view is about to be stored into (by code writing into
+        `array()` directly): deferred poison that the store covers is not written first."""
+        if self.buffer.fresh or self.buffer.poison is not None:
+            _overwriting(self.buffer, self.layout)
+
     def region(self) -> Region:
         return region_of(self.buffer, self.layout)
 
@@ -386,8 +394,33 @@ def _overwriting(buf: Buffer, lay: Layout) -> None:
                 buf.poison = None
         return
     fills = buf.memory.fills
-    whole = (dense and lay.offset == 0 and lay.size * isz == buf.partitions * buf.nbytes
-             and buf.nbytes % isz == 0)
     if fills.fills:
-        fills.flush(keep=buf.fresh if whole else 0)
-    buf.fresh = 0
+        box = _dense_box(buf, lay)
+        if box is not None:  # (else strided_array writes out the fills the write reaches)
+            fills.overwrite(*box)
+    if not fills.pending(buf.fresh):
+        buf.fresh = 0
+
+
+def _dense_box(buf: Buffer, lay: Layout) -> tuple[int, int, int, int] | None:
+    """The on-chip box (partitions [q0, q1) x bytes [c0, c1) of the memory) whose every byte
+    a write through `lay` sets: consecutive partitions, each one contiguous run of the same
+    bytes; None for any other layout."""
+    isz = lay.dtype.itemsize
+    shape, strides = lay.shape, lay.strides
+    if not shape or lay.size == 0 or buf.nbytes % isz:
+        return None
+    per_partition = buf.nbytes // isz
+    if shape[0] > 1 and strides[0] != per_partition:
+        return None
+    run = 1
+    for n, st in zip(reversed(shape[1:]), reversed(strides[1:]), strict=True):
+        if n != 1 and st != run:
+            return None
+        run *= n
+    p_off, f_off = divmod(lay.offset, per_partition)
+    if f_off + run > per_partition:
+        return None
+    q0 = buf.partition_start + p_off
+    c0 = buf.byte_start + f_off * isz
+    return q0, q0 + shape[0], c0, c0 + run * isz

@@ -111,6 +111,7 @@ def write_psum_result(core, instr: str, dst: View, result: np.ndarray, accumulat
             np.add(psum, result, out=psum, dtype=np.float32, casting="unsafe")
             result = None
         elif _plain_fp32(dst) and not some:
+            dst.will_overwrite()
             np.copyto(dst.array(), result, casting="same_kind")  # one rounding to fp32
             result = None
         else:
