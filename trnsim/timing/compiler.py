@@ -174,16 +174,33 @@ def place_engines(
     placement engines share, which it then holds. The list is copied only if one moves."""
     engines = compiler_data()["placement_engines"]
     specs = instruction_specs()
+    candidates: dict[str, list[str]] = {}  # opcode -> placement engines it may move between
+
+    def cands_of(opcode: str) -> list[str]:
+        got = candidates.get(opcode)
+        if got is None:
+            spec = specs.get(opcode)
+            movable = spec is not None and spec.family != "control"  # barriers stay put
+            got = candidates[opcode] = (
+                [e for e in spec.engines if e in engines] if movable else [])
+        return got
+
+    # Nothing can move (e.g. only DMAs left to the compiler): the program as it is, without
+    # the pass's per-instruction costs.
+    if not any(getattr(ins, "engine_unknown", False) and len(c := cands_of(ins.opcode)) > 1
+               and ins.engine in c for ins in program):
+        return program
     free: dict[tuple[int, str], float] = {}  # (core, engine or "psum port") -> busy until
     out: list[Instruction] | None = None
     for ins in program:
+        unknown = getattr(ins, "engine_unknown", False)
+        if not unknown and ins.engine not in engines:
+            continue  # (neither moves nor adds work to a placement engine)
         port = (ins.core, "psum port")
         on_port = shared_psum and any(o.region.space == "psum" for o in ins.operands)
         chosen = ins
-        if getattr(ins, "engine_unknown", False):
-            spec = specs.get(ins.opcode)
-            movable = spec is not None and spec.family != "control"  # barriers stay put
-            cands = [e for e in spec.engines if e in engines] if movable else []
+        if unknown:
+            cands = cands_of(ins.opcode)
             if len(cands) > 1 and ins.engine in cands:
                 best = None
                 for e in cands:
@@ -216,12 +233,15 @@ def stationary_key(ins: Instruction, deps: Sequence[tuple[int, str, str]]) -> tu
     producers (a write in between changes them); None for instructions with no stationary."""
     if ins.opcode not in _MATMULS:
         return None
-    st = next((o for o in ins.reads if o.name == "stationary"), None)
-    if st is None:
+    for st in ins.reads:
+        if st.name == "stationary":
+            break
+    else:
         return None
-    producers = frozenset(j for j, kind, name in deps if name == "stationary" and kind == "flow")
+    producers = frozenset([j for j, kind, name in deps if name == "stationary" and kind == "flow"])
+    r = st.region  # (its fields: a plain tuple compares without the dataclass's __eq__)
     return (
-        st.region,
+        (r.space, r.core, r.partition_start, r.partitions, r.byte_start, r.byte_end),
         st.dtype,
         st.shape,
         st.inner_stride_bytes,
