@@ -121,7 +121,7 @@ class NeuronCore:
         if space not in ON_CHIP:
             raise ValueError(space)
         mem = self.sbuf if space == "sbuf" else self.psum
-        if type(shape) is not tuple or any(type(s) is not int for s in shape):
+        if type(shape) is not tuple or not _all_ints(shape):
             shape = tuple(int(s) for s in shape)
         if loc is None and not name:  # messages describe unnamed tensors by where they were made
             loc = capture_location()
@@ -331,6 +331,14 @@ def _refuse_guarded_writes(opcode: str, written: tuple[str, ...], operands: Mapp
 
 
 _RECORDED_AS_IS = frozenset({bool, int, float, str, type(None)})
+
+
+def _all_ints(shape: tuple) -> bool:
+    """Whether every dimension is an int (a loop: all() over a generator costs a frame)."""
+    for s in shape:  # noqa: SIM110
+        if type(s) is not int:
+            return False
+    return True
 
 
 def _attr_value(v: Any) -> Any:

@@ -325,7 +325,9 @@ def _value_key(v: Any) -> Any:
             return t, v, math.copysign(1.0, v)  # -0.0 == 0.0, but they are recorded apart
         return t, v
     if t is tuple:
-        out = tuple(_value_key(x) for x in v)
+        if not v:
+            return t, v
+        out = tuple([_value_key(x) for x in v])
         return _NOT_PLAIN if _NOT_PLAIN in out else (t, out)
     return _NOT_PLAIN
 

@@ -125,7 +125,7 @@ def ndarray(
     region = _region(buffer)
     dtype = as_dtype(dtype)
     shape = _shape_tuple(shape)
-    if any(s < 1 for s in shape):
+    if min(shape, default=1) < 1:
         raise ConstraintError(f"nl.ndarray: shape {list(shape)} has a dimension < 1")
     if region in (sbuf, psum):
         loc = capture_location()
@@ -211,8 +211,12 @@ def _shape_tuple(shape: Any, what: str = "nl.ndarray") -> tuple[int, ...]:
     """A shape as a tuple of ints; floats (64.0) are refused, not truncated."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
-    if type(shape) is tuple and all(type(s) is int for s in shape):
-        return shape  # the common case, without building per-dimension messages
+    if type(shape) is tuple:
+        for s in shape:
+            if type(s) is not int:
+                break
+        else:
+            return shape  # the common case, without building per-dimension messages
     try:
         dims = list(shape)
     except TypeError as e:
