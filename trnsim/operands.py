@@ -35,24 +35,34 @@ def contiguous_run_bytes(lay: Layout, on_chip: bool) -> int:
 
 
 def operand_record(name: str, view: View) -> Operand:
-    """The timing model's record of one operand (cached on its layout: whole tiles recur)."""
-    region = view.region()
+    """The timing model's record of one operand (cached on its layout: whole tiles recur).
+
+    A static view's record is a function of its layout, name, tensor name and buffer
+    placement (the region is region_of's, which reads only the placement), so it is looked
+    up by those before the region is worked out; a view with a runtime offset (its region is
+    its whole buffer) by the region's identity (the record holds the region, so its id cannot
+    be reused while the entry lives)."""
     lay = view.layout
+    buf = view.buffer
     records = lay.__dict__.get("_operands")
     if records is None:
         records = lay.__dict__["_operands"] = {}
-    # The region by identity (regions are cached per layout and placement, so equal ones are
-    # mostly the same object; hashing its fields costs more): the record holds the region, so
-    # its id cannot be reused while the entry lives. A new object only misses.
-    buf = view.buffer
-    key = (name, buf.name, id(region))
-    rec = records.get(key)
-    if rec is None or rec.region is not region:
-        if len(records) >= 256:
-            records.clear()
-        rec = records[key] = _new_operand(
-            _geometry_fields(lay.dtype, lay.shape, lay.strides, buf.on_chip),
-            name, region, buf.name)
+    if getattr(view, "dynamic", None) is None:
+        key = (name, buf.name, buf.place)
+        rec = records.get(key)
+        if rec is not None:
+            return rec
+        region = view.region()
+    else:
+        region = view.region()
+        key = (name, buf.name, id(region))
+        rec = records.get(key)
+        if rec is not None and rec.region is region:
+            return rec
+    if len(records) >= 256:
+        records.clear()
+    rec = records[key] = _new_operand(
+        _geometry_fields(lay.dtype, lay.shape, lay.strides, buf.on_chip), name, region, buf.name)
     return rec
 
 
