@@ -329,7 +329,15 @@ class DependencyTracker:
             if n is None:
                 continue
             name = op.name
-            _clear(n, idx, queue, name, deps)
+            # _clear(n, ...), inlined: every write clears its own node
+            w = n.writer
+            if w >= 0 and w != idx and n.writer_queue != queue:
+                deps.append((w, OUTPUT, name))
+            if n.readers:
+                for q, i in n.readers.items():
+                    if i != idx and q != queue:
+                        deps.append((i, ANTI, name))
+                n.readers = {}
             for o, covered in n.links:
                 if covered:
                     _clear(o, idx, queue, name, deps)
