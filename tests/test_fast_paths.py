@@ -91,6 +91,27 @@ def test_region_cache_follows_the_buffer_placement():
     assert region_of(a, lay) == ra
 
 
+def test_operand_record_cache_follows_name_tensor_and_placement():
+    """A cached operand record is the record built from scratch for the same view: one per
+    name, tensor name and buffer placement of a layout, never another buffer's."""
+    from trnsim.operands import _geometry_fields, _new_operand, operand_record
+
+    mem = OnChipMemory("sbuf", 128, 4096, 64)
+    bufs = [Buffer(mem, "sbuf", 0, 0, 128, 0, 1024, "sbuf", "x"),
+            Buffer(mem, "sbuf", 0, 0, 128, 0, 1024, "sbuf", "y"),  # same place, other name
+            Buffer(mem, "sbuf", 0, 32, 64, 2048, 1024, "sbuf", "x"),
+            Buffer(mem, "sbuf", 0, 0, 128, 0, 1024, "sbuf", "x")]  # a new tile, same place
+    lay = interned(Layout(dt.float32, 4, (32, 8), (256, 1)))
+    for _ in range(2):
+        for buf in bufs:
+            for name in ("src", "dst"):
+                view = View(buf, lay)
+                got = operand_record(name, view)
+                want = _new_operand(_geometry_fields(lay.dtype, lay.shape, lay.strides, True),
+                                    name, region_of(buf, lay), buf.name)
+                assert got == want
+
+
 # ---------------------------------------------------------------- strided views
 
 
