@@ -64,9 +64,15 @@ class dma_engine(enum.IntEnum):
     gpsimd_dma = 2
 
 
+# (an enum member's .name is a Python-level property: looked up once per member)
+_ENGINE_NAMES = {m: None if m is engine.unknown else m.name for m in engine}
+
+
 def _engine_name(e: Any) -> str | None:
     if e is None:
         return None
+    if type(e) is engine:
+        return _ENGINE_NAMES[e]
     if isinstance(e, engine):
         return None if e is engine.unknown else e.name
     if isinstance(e, str):

@@ -54,11 +54,11 @@ class MemoryRegion(enum.Enum):
         if isinstance(other, MemoryRegion):
             return self is other
         if isinstance(other, _Buffer):
-            return _KIND_REGION.get(other.kind) == self.value
+            return _KIND_REGION.get(other.kind) == self._value_
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(self.value)
+        return hash(self._value_)  # (._value_: .value is a Python-level property)
 
 
 sbuf = MemoryRegion.sbuf
@@ -127,16 +127,15 @@ def ndarray(
     shape = _shape_tuple(shape)
     if min(shape, default=1) < 1:
         raise ConstraintError(f"nl.ndarray: shape {list(shape)} has a dimension < 1")
-    if region in (sbuf, psum):
+    if region is sbuf or region is psum:
         loc = capture_location()
+        space = region._value_  # (.value is a Python-level property)
         if address is not None:
             address = _check_address(ctx, region, shape, dtype, address)
-            view = ctx.core.allocate(region.value, shape, dtype, name, address, loc=loc)
+            view = ctx.core.allocate(space, shape, dtype, name, address, loc=loc)
         else:
             view = allocate_reusing(
-                ctx, loc, lambda: ctx.core.allocate(region.value, shape, dtype, name, loc=loc),
-                region.value,
-            )
+                ctx, loc, lambda: ctx.core.allocate(space, shape, dtype, name, loc=loc), space)
     else:
         if address is not None:
             raise ConstraintError(

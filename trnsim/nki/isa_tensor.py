@@ -38,8 +38,13 @@ def nc_matmul(
         accumulate=accumulate,
         tile_position=tuple(tile_position or ()),
         tile_size=tuple(tile_size or ()),
-        perf_mode=getattr(perf_mode, "value", perf_mode),
+        perf_mode=_perf_value(perf_mode),
     )
+
+
+def _perf_value(mode: Any) -> Any:
+    """A matmul_perf_mode member's value (its ._value_: .value is a Python-level property)."""
+    return mode._value_ if type(mode) is matmul_perf_mode else getattr(mode, "value", mode)
 
 
 def nc_matmul_mx(
