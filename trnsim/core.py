@@ -355,10 +355,20 @@ def _attr_value(v: Any) -> Any:
     return name if isinstance(name, str) else repr(v)
 
 
-@functools.lru_cache(maxsize=1024)
+_WHOLE_LAYOUTS: dict[tuple[str, tuple[int, ...]], Layout] = {}
+
+
 def _whole_layout(dtype: dt.DType, shape: tuple[int, ...]) -> Layout:
-    """The row-major Layout of a whole fresh tensor (interned: its caches carry over)."""
-    return interned(Layout(dtype, 0, shape, row_major(shape)))
+    """The row-major Layout of a whole fresh tensor (interned: its caches carry over). Looked
+    up by the dtype's name: a DType hashes in Python, its name in C (and dtypes of one name
+    are equal)."""
+    key = (dtype.name, shape)
+    lay = _WHOLE_LAYOUTS.get(key)
+    if lay is None:
+        if len(_WHOLE_LAYOUTS) >= 1024:
+            _WHOLE_LAYOUTS.clear()
+        lay = _WHOLE_LAYOUTS[key] = interned(Layout(dtype, 0, shape, row_major(shape)))
+    return lay
 
 
 class Device:

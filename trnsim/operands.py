@@ -61,9 +61,18 @@ def operand_record(name: str, view: View) -> Operand:
             return rec
     if len(records) >= 256:
         records.clear()
-    rec = records[key] = _new_operand(
-        _geometry_fields(lay.dtype, lay.shape, lay.strides, buf.on_chip), name, region, buf.name)
+    geometry = (lay.dtype.name, lay.shape, lay.strides, buf.on_chip)
+    fields = _GEOMETRY.get(geometry)  # (by the dtype's name: a DType hashes in Python)
+    if fields is None:
+        if len(_GEOMETRY) >= 4096:
+            _GEOMETRY.clear()
+        fields = _GEOMETRY[geometry] = _geometry_fields(lay.dtype, lay.shape, lay.strides,
+                                                        buf.on_chip)
+    rec = records[key] = _new_operand(fields, name, region, buf.name)
     return rec
+
+
+_GEOMETRY: dict[tuple, dict[str, Any]] = {}  # (dtype name, shape, strides, on chip) -> fields
 
 
 def _new_operand(fields: dict[str, Any], name: str, region: Any, tensor_name: str) -> Operand:
