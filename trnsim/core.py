@@ -251,8 +251,15 @@ class NeuronCore:
             fn(self, engine=engine, **operands, **attrs)
             if dev.values and not site.marks_psum:
                 self._mark_psum_written(site.written, operands)
-        reads = tuple([operand_record(k, operands[k]) for k in site.reads])
-        writes = tuple([operand_record(k, operands[k]) for k in site.written])
+        # (loops, not comprehensions: a comprehension is a function call of its own)
+        recs = []
+        for k in site.reads:
+            recs.append(operand_record(k, operands[k]))
+        reads = tuple(recs)
+        recs = []
+        for k in site.written:
+            recs.append(operand_record(k, operands[k]))
+        writes = tuple(recs)
         program = dev.program
         instr = Instruction(len(program), opcode, engine, self.index, reads, writes,
                             simple_attrs, loc, name or "", loops, deps)

@@ -161,12 +161,12 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     ticks[i], self._port_keys[i], tl_costs[i] = (0, 0), None, None
             if full_deps:
                 order_deps.append(ideps)
-                if kind != DMA:  # (DMAs complete out of order: they keep every wait)
-                    ideps = [
-                        d
-                        for d in ideps
-                        if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA
-                    ]
+                if kind != DMA and ideps:  # (DMAs complete out of order: they keep every wait)
+                    kept = []
+                    for d in ideps:
+                        if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA:
+                            kept.append(d)
+                    ideps = kept
             tl_deps[i] = ideps
             if not full_deps and kind == COMPUTE and key[1] == "vector" and i not in dropped:
                 # VectorE pays a static overhead on tiny or back-to-back dependent
