@@ -155,10 +155,26 @@ def test_evicted_results_are_saved_and_reloaded_as_the_optimal_order_needs(refet
     assert on.latency_ns < off.latency_ns
 
 
-def test_a_launch_whose_evictions_cost_nothing_runs_once(monkeypatch):
+@pytest.fixture
+def placements(monkeypatch):
+    """Every Placement a launch makes (one per run of the launch), in order."""
+    from trnsim.compat.neuronxcc.nki import _placement
+
+    made = []
+    real = _placement.Placement
+
+    def counting(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_placement, "Placement", counting)
+    return made
+
+
+def test_a_launch_whose_evictions_cost_nothing_runs_once(placements):
     """Blocks that are dead when evicted (never read again) need no foresight: the launch is
     not run a second time."""
-    from trnsim.compat.neuronxcc.nki import _placement
+    made = placements
 
     @nki.jit(mode="simulation", platform_target="trn2")
     def stream(x):
@@ -169,14 +185,6 @@ def test_a_launch_whose_evictions_cost_nothing_runs_once(monkeypatch):
             nl.store(out[k], value=w[k])
         return out
 
-    made = []
-    real = _placement.Placement
-
-    def counting(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(_placement, "Placement", counting)
     prof = trnsim.profile(stream, X, chip=TINY)
     np.testing.assert_array_equal(prof.outputs, X)
     assert len(made) == 1
@@ -186,19 +194,10 @@ def test_a_launch_whose_evictions_cost_nothing_runs_once(monkeypatch):
     assert not made[1].diverged
 
 
-def test_an_spmd_launch_runs_again_once_for_all_its_programs(monkeypatch):
+def test_an_spmd_launch_runs_again_once_for_all_its_programs(placements):
     """Both programs of a [2] grid read evicted blocks: one recorded run and one run knowing
     each program's accesses, each program re-reading what MIN says."""
-    from trnsim.compat.neuronxcc.nki import _placement
-
-    made = []
-    real = _placement.Placement
-
-    def counting(*args, **kwargs):
-        made.append(real(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(_placement, "Placement", counting)
+    made = placements
     on = trnsim.profile(cyclic_reads[2], X, chip=TINY)
     assert len(made) == 2 and not made[1].diverged
     assert set(made[1].next_use) == {0, 1}  # each program's block pool, known ahead
