@@ -150,7 +150,8 @@ def test_tensor_keys_of_tokens_are_equal_exactly_when_their_fields_are():
     from trnsim.spec import _tensor_key
 
     rng = np.random.default_rng(3)
-    core = Device(resolve_chip("trn2"), values=False).core(0)
+    device = Device(resolve_chip("trn2"), values=False)  # (a core holds its Device weakly)
+    core = device.core(0)
     views = []
     for space in ["sbuf"] * 12 + ["psum"] * 6 + ["hbm"] * 10:  # (8 PSUM banks)
         dtype = [dt.float32, dt.bfloat16][int(rng.integers(2))]

@@ -105,7 +105,8 @@ def test_the_live_tile_index_stays_bounded_and_names_live_tiles():
     from trnsim.errors import AllocationError
     from trnsim.nki.runner import resolve_chip
 
-    core = Device(resolve_chip("trn2"), values=False).core(0)
+    device = Device(resolve_chip("trn2"), values=False)  # (a core holds its Device weakly)
+    core = device.core(0)
     for _ in range(5000):  # each tile dropped at once: its entry goes when the index doubles
         core.allocate("sbuf", (128, 64), trnsim.core.dt.resolve("float32"), name="t")
     assert len(core._live["sbuf"]) <= 2048

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import mmap
 import sys
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -262,7 +263,7 @@ class HBM:
         self.data = np.frombuffer(self._map, dtype=np.uint8)
         self.allocator = LinearAllocator("hbm", capacity_bytes, HBM_ALIGN, policy)
         if give_back if give_back is not None else policy == "next":
-            self.allocator.on_free = self._give_back
+            self.allocator.on_free = _GiveBack(self)
         self.budget = HostBudget()
         self._resident = np.zeros(-(-capacity_bytes // HOST_CHUNK), dtype=bool)
         self.resident_bytes = 0  # host RAM admitted for HBM chunks (an upper bound of RSS)
@@ -333,6 +334,26 @@ class HBM:
 _NO_CHUNKS = np.zeros(0, dtype=np.int64)
 
 
+class _GiveBack:
+    """HBM._give_back for its allocator's on_free, through a weak reference: a bound method
+    would make HBM and allocator a reference cycle, and a launch's HBM (its mapping and the
+    host RAM it holds) would then outlive the launch until a full garbage collection."""
+
+    __slots__ = ("hbm",)
+
+    def __init__(self, hbm: HBM):
+        self.hbm = weakref.ref(hbm)
+
+    def __call__(self, start: int, end: int) -> None:
+        hbm = self.hbm()
+        if hbm is not None:
+            hbm._give_back(start, end)
+
+
+def _nobody() -> None:
+    return None
+
+
 class OnChipMemory:
     """SBUF or PSUM of one NeuronCore: partitions x bytes, backed lazily."""
 
@@ -347,7 +368,16 @@ class OnChipMemory:
         note = (f" (of {bytes_per_partition}; nl.tile_size.total_available_sbuf_size)"
                 if usable < bytes_per_partition else "")
         self.allocator = Allocator(space, partitions, usable, align, note)
-        self.owner: object = None  # the Device (launch) whose NeuronCore holds this memory
+        self._owner: Callable[[], object] = _nobody  # weakly: the Device holds its memories
+
+    @property
+    def owner(self) -> object:
+        """The Device (launch) whose NeuronCore holds this memory (None: none, or gone)."""
+        return self._owner()
+
+    @owner.setter
+    def owner(self, device: object) -> None:
+        self._owner = _nobody if device is None else weakref.ref(device)
 
     @functools.cached_property
     def data(self) -> np.ndarray:

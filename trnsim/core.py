@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -62,12 +62,19 @@ def fill_poison(view: View) -> None:
     arr.view(bits.dtype).fill(bits)
 
 
+def _data_of(memory: Callable[[], Any]) -> Callable[[], np.ndarray]:
+    """The bytes of a weakly held memory, made on first use (PendingFills' data)."""
+    return lambda: memory().data
+
+
 class NeuronCore:
     """One physical NeuronCore: SBUF, PSUM, engine registers, and its instruction stream."""
 
     def __init__(self, device: Device, index: int):
         chip = device.chip
-        self.device = device
+        # Weakly: the Device holds its cores, and a cycle would keep a finished launch's HBM
+        # (its mapping and host RAM) alive until a full garbage collection.
+        self._device = weakref.ref(device)
         self.chip = chip
         self.index = index
         self.sbuf = OnChipMemory("sbuf", chip.sbuf.partitions, chip.sbuf.bytes_per_partition,
@@ -87,7 +94,7 @@ class NeuronCore:
         self.sbuf.owner = self.psum.owner = device
         if pool is None:  # fresh memories, seen by this launch only: poison fills can wait
             for mem in (self.sbuf, self.psum):
-                mem.fills = PendingFills(functools.partial(getattr, mem, "data"))
+                mem.fills = PendingFills(_data_of(weakref.ref(mem)))
         parts = chip.sbuf.partitions
         # Per-lane fp32 accumulator registers of ScalarE and VectorE (nki-api.md §8.3).
         self.accumulators = {"scalar": np.zeros(parts, np.float32),
@@ -104,6 +111,15 @@ class NeuronCore:
         # Live on-chip tiles by allocation handle, to name them when memory is full.
         self._live: dict[str, dict[int, weakref.ref]] = {"sbuf": {}, "psum": {}}
         self._live_limit = 1024
+
+    @property
+    def device(self) -> Device:
+        dev = self._device()
+        if dev is None:
+            raise ReferenceError(f"NeuronCore {self.index}: its Device is gone (a core holds its "
+                                 "Device weakly: keep a reference to the Device while you use "
+                                 "its cores)")
+        return dev
 
     @property
     def values(self) -> bool:

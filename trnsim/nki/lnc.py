@@ -79,8 +79,12 @@ class Programs:
             t.start()
         for t in threads:
             t.join()
-        if self._failure is not None:
-            raise self._failure
+        failure, self._failure = self._failure, None
+        if failure is not None:
+            try:
+                raise failure
+            finally:  # its traceback holds this frame: no cycle through the local
+                del failure
         return list(self._results)
 
     def _main(self, p: int, body: Callable[[], Any]) -> None:

@@ -95,6 +95,9 @@ def _complete(entry: dict, rank_list: tuple[int, ...], spec: Spec, world: World,
             world.calls.append(CollectiveRecord(op, rank_list, part_bytes, per_rank,
                                                 len(world.log), part_pairs, calls[0].op))
     entry["done"] = True
+    # The calls hold their programs' contexts, which hold the world: let a finished launch
+    # go when its last reference does (its HBMs and their host RAM with it).
+    entry["calls"].clear()
 
 
 def _per_core(calls: list[Call]) -> bool:
