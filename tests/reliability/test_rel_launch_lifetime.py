@@ -155,3 +155,21 @@ def test_a_failed_launch_is_freed_with_its_error(hbms, launch):
     assert "shape" in str(exc.value)
     del exc
     assert hbms and alive(hbms) == 0
+
+
+def test_a_deadlocked_multi_rank_launch_is_freed_with_its_error(hbms):
+    from trnsim.nki import collectives as cc
+
+    def kernel(x, skip):
+        src = K._private(x)
+        dst = nl.ndarray(x.shape, x.dtype, buffer=nl.hbm)
+        if not skip:  # rank 2 never arrives: ranks 0 and 1 wait for it
+            cc.all_reduce([src], [dst], cc.ReplicaGroup([[0, 1, 2]]), nl.add)
+        return K._out(src)
+
+    xs = [np.ones((64, 32), np.float32)] * 3
+    with pytest.raises(KernelError, match="deadlock") as exc:
+        run_ranks(kernel, [(xs[0], False), (xs[1], False), (xs[2], True)], chip="trn2",
+                  topology="trn2-instance")
+    del exc
+    assert len(hbms) == 3 and alive(hbms) == 0

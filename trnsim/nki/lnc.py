@@ -79,6 +79,7 @@ class Programs:
             t.start()
         for t in threads:
             t.join()
+        self._waits = [None] * self.count  # (their conditions hold the waiting programs)
         failure, self._failure = self._failure, None
         if failure is not None:
             try:

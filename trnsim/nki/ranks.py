@@ -236,8 +236,11 @@ def run_ranks(kernel: Any, args: Sequence[Sequence[Any]] | Callable[[int], Seque
                 if lnc > 1:
                     ctx.extra["lnc"] = rank_progs
                 bodies.append(functools.partial(_run_program, ctx, k.fn, dargs, dkw))
-        with gc_paused(), wide_fp.launch():
-            results = programs.run(bodies)
+        try:
+            with gc_paused(), wide_fp.launch():
+                results = programs.run(bodies)
+        finally:  # pending arrivals hold their programs' contexts, which hold the world
+            world.state.clear()
         return world, results, hosts
 
     # Every rank starts from host arrays, so the launch can run again: tiles are freed after
