@@ -244,14 +244,11 @@ def strided_array(buf: Buffer, lay: Layout) -> np.ndarray:
             if poison.touch(buf.byte_start + lo * isz, buf.byte_start + (hi + 1) * isz):
                 buf.poison = None
     # Stride the raw bits, then view: numpy cannot parse ml_dtypes' float8_e5m2 typestr
-    # ('<f1'). np.ndarray over the memory's buffer is as_strided without its Python overhead.
-    if isz in (1, 2, 4, 8):
-        bits = np.ndarray(lay.shape, np.dtype(f"u{isz}"), buffer=data, offset=start,
-                          strides=tuple(byte_strides))
-        return bits.view(lay.dtype.storage)
-    anchor = data.reshape(-1)[start:start + isz]
-    strided = np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(byte_strides))
-    return strided.view(lay.dtype.storage)
+    # ('<f1'). np.ndarray over the memory's buffer is as_strided without its Python overhead,
+    # and unlike as_strided it refuses an extent outside the memory.
+    raw = np.dtype(f"u{isz}") if isz in (1, 2, 4, 8) else np.dtype(f"V{isz}")
+    bits = np.ndarray(lay.shape, raw, buffer=data, offset=start, strides=tuple(byte_strides))
+    return bits.view(lay.dtype.storage)
 
 
 def region_of(buf: Buffer, lay: Layout) -> Region:

@@ -221,7 +221,7 @@ def _stamp_array(sh: _Shadow, buf: Buffer, lay: Layout) -> np.ndarray | None:
         p_off, f_off = divmod(lay.offset, f)
         if (f_off * s) % g:
             return None
-        anchor = arr[p_off, (f_off * s) // g :]
+        start = p_off * arr.strides[0] + ((f_off * s) // g) * arr.strides[1]
         strides = []
         for st in lay.strides:
             ps, fs = (st // f, 0) if f and st and st % f == 0 else (0, st)
@@ -231,9 +231,11 @@ def _stamp_array(sh: _Shadow, buf: Buffer, lay: Layout) -> np.ndarray | None:
     else:
         if (lay.offset * s) % g or any((st * s) % g for st in lay.strides):
             return None
-        anchor = arr[(lay.offset * s) // g :]
+        start = ((lay.offset * s) // g) * arr.strides[0]
         strides = [(st * s // g) * arr.strides[0] for st in lay.strides]
-    return np.lib.stride_tricks.as_strided(anchor, shape=lay.shape, strides=tuple(strides))
+    # np.ndarray over the buffer checks the extent (as_strided would not: a stray stride
+    # would write outside the array).
+    return np.ndarray(lay.shape, arr.dtype, buffer=arr, offset=start, strides=tuple(strides))
 
 
 def _aligned(sh: _Shadow, view: View) -> bool:
