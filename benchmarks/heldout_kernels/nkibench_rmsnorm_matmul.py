@@ -15,15 +15,15 @@ Run with `trnsim run`.
 Where this differs in form from the baseline (same instructions, except the 32 memsets of 2.):
   1. The baseline declares every intermediate as one block-dimension tensor over all loop
      indices (e.g. [4, 8, 2, 4, 128, 128] fp32 in PSUM) and leaves placement to the
-     compiler's liveness-based allocator; trnsim allocates a block tensor contiguously and
-     does not spill, so each tile is allocated inside the loop whose indices it carries.
+     compiler's liveness-based allocator; here each tile is allocated inside the loop whose
+     indices it carries (written when trnsim placed a block tensor whole and did not spill).
   2. The baseline accumulates the row sums with nl.loop_reduce into an uninitialized tile;
      trnsim's loop_reduce adds onto its destination, so the tile is nl.zeros (one Vector
      memset of [128, 1] per row tile).
-  3. The baseline's matmul PSUM tiles are nl.zeros(..., lazy_initialization=True), which
-     trnsim's nl.zeros does not accept; the zero fill is taken as folded into the first
-     matmul of each group (it overwrites, the other seven accumulate), so no memset is
-     issued. With an explicit nl.zeros memset per group instead, trn1 takes 1.27 ms, not 1.09.
+  3. The baseline's matmul PSUM tiles are nl.zeros(..., lazy_initialization=True) (trnsim
+     accepts the flag and fills the tile); here the zero fill is taken as folded into the
+     first matmul of each group (it overwrites, the other seven accumulate), so no memset is
+     issued, which is what the compiler rule drop_psum_zero_fill makes of such a fill too.
   4. nisa.memset and nisa.tensor_scalar with engine=unknown run on the Vector Engine, and
      tiles the baseline allocates but never uses are left out.
 """
