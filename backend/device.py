@@ -145,7 +145,12 @@ def _register_tensor_kernels(lib: Any, rt: Runtime) -> None:
     lib.impl("_local_scalar_dense", local_scalar_dense, "PrivateUse1")
 
     def has_compatible_shallow_copy_type(self, from_):
-        return self.device.type == from_.device.type
+        # As upstream answers for two dense tensors of different devices (cpu and cuda):
+        # Module.to() then moves each parameter in place (`param.data = moved`), so weights
+        # tied across modules (an LM head sharing the embedding's) stay one Parameter on the
+        # device. Sparse, quantized and meta tensors stay incompatible, as upstream.
+        return all(t.layout == torch.strided and not t.is_quantized and not t.is_meta
+                   for t in (self, from_))
 
     lib.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type,
              "PrivateUse1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 import trnsim.backend
 from trnsim.backend import storage
 
@@ -61,6 +62,49 @@ def test_module_to_moves_parameters_and_buffers(dev):
     assert m.running_mean.device.type == dev
     m.to("cpu")
     assert m.weight.device.type == "cpu"
+
+
+def test_module_to_moves_parameters_in_place_so_tied_weights_stay_tied(dev, kernel_mode):
+    """As on CUDA, Module.to() moves a parameter in place (`param.data = moved`): an LM head
+    tied to the embedding stays one Parameter, whose gradient sums both uses, and an
+    optimizer made before the move steps the device parameters."""
+    torch.manual_seed(0)
+
+    def tied():
+        emb, head = torch.nn.Embedding(16, 8), torch.nn.Linear(8, 16, bias=False)
+        head.weight = emb.weight
+        return torch.nn.ModuleDict({"emb": emb, "head": head})
+
+    cpu, m = tied(), tied()
+    m.load_state_dict(cpu.state_dict())
+    weight = m.emb.weight
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    m.to(dev)
+    assert m.head.weight is m.emb.weight is weight and weight.device.type == dev
+    assert len(list(m.parameters())) == 1
+    ids = torch.tensor([[1, 5, 7, 5, 2]])
+
+    def loss(mod, ids):
+        return F.cross_entropy(mod.head(torch.tanh(mod.emb(ids)))[0], ids[0])
+
+    loss(cpu, ids).backward()
+    loss(m, ids.to(dev)).backward()
+    torch.testing.assert_close(weight.grad.cpu(), cpu.emb.weight.grad, rtol=1e-5, atol=1e-6)
+    before = weight.detach().cpu()
+    opt.step()
+    torch.testing.assert_close(weight.detach().cpu(), before - 0.5 * cpu.emb.weight.grad,
+                               rtol=1e-5, atol=1e-6)
+    m.to("cpu")
+    assert m.head.weight is m.emb.weight is weight and weight.device.type == "cpu"
+
+
+def test_shallow_copy_compatibility_is_upstreams_for_dense_tensors(dev):
+    ask = torch._has_compatible_shallow_copy_type
+    d = torch.zeros(2, device=dev)
+    assert ask(torch.zeros(2), d) and ask(d, torch.zeros(3, dtype=torch.float64))
+    assert ask(d, torch.zeros(1, device=dev))
+    assert not ask(d, torch.zeros(2, device="meta"))
+    assert not ask(d, torch.zeros(2).to_sparse())
 
 
 def test_printing_matches_cpu_with_the_device_suffix(dev):
