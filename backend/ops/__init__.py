@@ -5,6 +5,7 @@ from trnsim.backend.ops import (  # noqa: F401
     copying,
     factories,
     foreach,
+    histogram,
     indexing,
     library,
     linalg,

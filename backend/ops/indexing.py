@@ -312,7 +312,7 @@ reference_only(*(n for n in cpu_overloads(
     "gather", "scatter", "scatter_add", "scatter_reduce", "masked_scatter",
     "masked_select", "nonzero", "take", "put", "flip", "roll", "sort", "topk",
     "argsort", "unique_dim", "_unique2", "unique_consecutive", "searchsorted", "bucketize",
-    "repeat_interleave", "histc", "bincount", "equal", "isin", "kthvalue", "median", "mode",
+    "repeat_interleave", "bincount", "equal", "isin", "kthvalue", "median", "mode",
     "nanmedian", "_embedding_bag", "_embedding_bag_backward", "diag_embed", "trace",
     "constant_pad_nd", "reflection_pad2d", "replication_pad2d", "complex", "polar",
     "cumsum", "cumprod", "embedding_dense_backward", "embedding_renorm") if n not in REGISTRY),
