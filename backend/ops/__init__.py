@@ -14,5 +14,6 @@ from trnsim.backend.ops import (  # noqa: F401
     optim,
     pointwise,
     reductions,
+    rnn,
     softmax,
 )
