@@ -117,6 +117,16 @@ class DeviceModule:
     def __init__(self, rt: Runtime):
         self._rt = rt
 
+    # -- what torch.compile's default backend, inductor, looks up for a PrivateUse1 device
+    # (its init_backend_registration reads these names off the device module)
+    @property
+    def Scheduling(self) -> Any:
+        from trnsim.backend.compile.inductor_refusal import refusal
+
+        return refusal(self._rt.name)
+
+    PythonWrapperCodegen = CppWrapperCodegen = WrapperFxCodegen = Scheduling
+
     # -- what torch itself calls
     @staticmethod
     def is_available() -> bool:

@@ -109,6 +109,21 @@ def test_dynamic_shapes_are_refused_with_the_function_and_line(dev):
         torch.compile(scaled, backend="trn")(y)
 
 
+def test_the_default_backend_names_the_devices_backend(dev):
+    """Inductor generates no code for the device: the first use of its code generators on a
+    graph of device tensors refuses, naming backend="trn" (it failed on a KeyError inside
+    inductor); graphs of CPU tensors keep compiling with it in the same process."""
+    torch._dynamo.reset()
+    lin = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with pytest.raises(BackendCompilerFailed, match=(
+            f"inductor, generates no code for the '{dev}' device: compile with trnsim's "
+            f"TorchNeuron-style backend, torch.compile\\(model, backend=\"{dev}\"\\)")):
+        torch.compile(copy.deepcopy(lin).to(dev))(x.to(dev))
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(lin)(x), lin(x))
+
+
 def test_other_modes_warn_and_compile_as_default(dev):
     x = torch.randn(4, 4, device=dev)
     with pytest.warns(CompileWarning, match="mode='max-autotune' is not supported; compiling"):
