@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 from trnsim.backend.ops._common import launch
-from trnsim.backend.registry import HostOnly, cpu_overloads, op, reference_rest
+from trnsim.backend.registry import HostOnly, cpu_overloads, op, reference_only, reference_rest
 from trnsim.backend.runtime import runtime
 from trnsim.kernels import optim
 
@@ -63,3 +63,7 @@ def fused_sgd_(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr,
 
 reference_rest(*cpu_overloads("_fused_adam", "_fused_adamw", "_fused_sgd", "_fused_adagrad"),
                group="optim")
+# torch.amp.GradScaler's two steps (unscale the gradients and flag inf/NaN, then grow or back
+# off the scale): a few scalars per step, on the host.
+reference_only(*cpu_overloads("_amp_foreach_non_finite_check_and_unscale", "_amp_update_scale"),
+               group="optim", note="torch.amp.GradScaler")

@@ -68,3 +68,27 @@ def test_adaptive_avg_pool_to_one(dev, kernel_mode):
     yd.backward(g.to(dev))
     torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
     assert _ran()["aten::_adaptive_avg_pool2d"] and _ran()["aten::_adaptive_avg_pool2d_backward"]
+
+
+def test_grad_scaler_steps_and_skips_as_on_the_cpu(dev, kernel_mode):
+    """torch.amp.GradScaler on device gradients: unscale, step and grow the scale; a step
+    whose gradients hold an inf is skipped and the scale backs off; the same as the CPU's."""
+    def run(device):
+        p = torch.nn.Parameter(torch.arange(4.0, device=device))
+        opt = torch.optim.SGD([p], lr=0.1)
+        sc = torch.amp.GradScaler(device.split(":")[0], init_scale=8.0, growth_interval=1)
+        seen = []
+        for bad in (False, True, False):
+            opt.zero_grad()
+            sc.scale((p * p).sum()).backward()
+            if bad:
+                p.grad[1] = float("inf")
+            sc.step(opt)
+            sc.update()
+            seen.append((p.detach().cpu().clone(), sc.get_scale()))
+        return seen
+
+    for (pc, sc), (pd, sd) in zip(run("cpu"), run(dev), strict=True):
+        assert sd == sc
+        torch.testing.assert_close(pd, pc, rtol=0, atol=0)
+    assert [s for _, s in run("cpu")] == [16.0, 8.0, 16.0]
