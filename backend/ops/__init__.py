@@ -16,4 +16,5 @@ from trnsim.backend.ops import (  # noqa: F401
     reductions,
     rnn,
     softmax,
+    transformer_fastpath,
 )
