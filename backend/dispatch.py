@@ -84,12 +84,24 @@ def catch_all(op: Any, *args: Any, **kwargs: Any) -> Any:
                 f"(TRNSIM_FALLBACK=cpu; the same bytes, no simulated device time). "
                 f"torch.{rt.name}.fallback_ops() counts such ops", FallbackWarning, stacklevel=2)
         return host.run(rt, rt.host_views, op, args, kwargs)
+    what = (f"{name} is not implemented for the '{rt.name}' device in trnsim (shapes: "
+            f"{_shapes(args, kwargs) or 'no tensors'})")
+    if name in _INSTEAD:
+        raise UnsupportedError(f"{what}: {_INSTEAD[name]}")
     raise UnsupportedError(
-        f"{name} is not implemented for the '{rt.name}' device in trnsim (shapes: "
-        f"{_shapes(args, kwargs) or 'no tensors'}). Set TRNSIM_FALLBACK=cpu to run such ops "
+        f"{what}. Set TRNSIM_FALLBACK=cpu to run such ops "
         f"on the host over the same bytes (with a warning and no device time; "
         f"torch.{rt.name}.fallback_ops() counts them); `trnsim ops` lists what the device "
         f"implements")
+
+
+_NESTED = ("the device has no nested tensors (nor does the host fallback make them device "
+           "tensors). nn.TransformerEncoder makes one in eval mode when given "
+           "src_key_padding_mask (enable_nested_tensor=True, its default): construct it with "
+           "enable_nested_tensor=False")
+# Missing ops a PyTorch module reaches on its own, with what to do instead.
+_INSTEAD = {"aten::_nested_tensor_from_mask_left_aligned": _NESTED,
+            "aten::_nested_tensor_from_mask": _NESTED}
 
 
 def _shapes(args: Any, kwargs: Any) -> str:

@@ -76,3 +76,26 @@ def test_fast_paths_in_reference_mode(dev, reference_mode):
     with torch.no_grad():
         torch.testing.assert_close(copy.deepcopy(layer).to(dev)(x.to(dev)).cpu(), layer(x),
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_encoder_nested_tensor_path_is_refused_with_what_to_do(dev, kernel_mode):
+    """nn.TransformerEncoder's default converts a padded batch to a nested tensor in eval
+    mode, which the device has no kind of: the error says so and names the constructor
+    argument; with it the encoder matches the CPU's."""
+    torch.manual_seed(3)
+
+    def make(nested):
+        layer = torch.nn.TransformerEncoderLayer(E, H, 32, dropout=0.0, batch_first=True)
+        return torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=nested).eval()
+
+    enc = make(True)
+    x, kpm = torch.randn(B, L, E), _masks()["key_padding"]["key_padding_mask"]
+    with torch.no_grad(), pytest.raises(NotImplementedError, match=(
+            r"has no nested tensors.*construct it with enable_nested_tensor=False")):
+        copy.deepcopy(enc).to(dev)(x.to(dev), src_key_padding_mask=kpm.to(dev))
+    flat = make(False)
+    flat.load_state_dict(enc.state_dict())
+    with torch.no_grad():
+        want = flat(x, src_key_padding_mask=kpm)
+        got = copy.deepcopy(flat).to(dev)(x.to(dev), src_key_padding_mask=kpm.to(dev))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
