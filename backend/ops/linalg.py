@@ -16,7 +16,7 @@ from trnsim.backend.ops._common import (
     require_nonempty,
     scalar,
 )
-from trnsim.backend.registry import cpu_overloads, op, reference_only
+from trnsim.backend.registry import cpu_overloads, op, reference_only, reference_rest
 from trnsim.kernels.gemm import gemm
 
 _DONE = {"mm", "mm.out", "addmm", "addmm.out", "addmm_", "bmm", "bmm.out", "baddbmm",
@@ -237,3 +237,6 @@ def dot_out(self, tensor, *, out):
 
 reference_only(*(n for n in cpu_overloads("vdot", "addbmm", "addr", "_addmm_activation")
                  if n not in _DONE), group="linalg")
+
+# torch.cdist (pairwise distances) on the host, as the rest of this list.
+reference_rest(*cpu_overloads("_cdist_forward", "_cdist_backward"), group="linalg")

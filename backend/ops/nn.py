@@ -279,3 +279,29 @@ reference_rest(*cpu_overloads(
     "im2col", "col2im", "glu", "glu_backward", "_prelu_kernel", "_prelu_kernel_backward",
 ), group="nn")
 
+
+# Further families with CPU kernels and no NKI kernel yet: they run on the host over the
+# device's bytes in every mode (counted by torch.trn.host_ops()), so the modules that reach
+# them (audio and vision padding, upsampling, 3-D pooling, weight norm, CTC, ...) run.
+reference_rest(*cpu_overloads(
+    "log_sigmoid_forward", "log_sigmoid_backward", "_weight_norm_interface",
+    "_weight_norm_interface_backward", "reflection_pad1d", "reflection_pad1d_backward",
+    "reflection_pad2d_backward", "reflection_pad3d", "reflection_pad3d_backward",
+    "replication_pad1d", "replication_pad1d_backward", "replication_pad2d_backward",
+    "replication_pad3d", "replication_pad3d_backward", "pixel_shuffle", "pixel_unshuffle",
+    "channel_shuffle", "native_channel_shuffle", "upsample_bicubic2d",
+    "upsample_bicubic2d_backward", "upsample_linear1d", "upsample_linear1d_backward",
+    "upsample_nearest1d", "upsample_nearest1d_backward", "upsample_nearest3d",
+    "upsample_nearest3d_backward", "upsample_trilinear3d", "upsample_trilinear3d_backward",
+    "_upsample_nearest_exact1d", "_upsample_nearest_exact1d_backward",
+    "_upsample_nearest_exact2d", "_upsample_nearest_exact2d_backward",
+    "_upsample_nearest_exact3d", "_upsample_nearest_exact3d_backward", "grid_sampler_2d",
+    "grid_sampler_2d_backward", "grid_sampler_3d", "grid_sampler_3d_backward", "avg_pool3d",
+    "avg_pool3d_backward", "max_pool3d_with_indices", "max_pool3d_with_indices_backward",
+    "_adaptive_avg_pool3d", "_adaptive_avg_pool3d_backward", "adaptive_max_pool3d",
+    "adaptive_max_pool3d_backward", "max_unpool2d", "max_unpool3d", "_ctc_loss",
+    "_ctc_loss_backward", "hardshrink", "hardshrink_backward", "softshrink",
+    "softshrink_backward", "rrelu_with_noise", "multi_margin_loss",
+    "multi_margin_loss_backward", "multilabel_margin_loss_forward",
+    "multilabel_margin_loss_backward", "_pdist_forward", "_pdist_backward",
+), group="nn")

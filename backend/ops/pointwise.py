@@ -47,6 +47,14 @@ BACKWARD = [
     "leaky_relu_backward", "hardtanh_backward", "elu_backward", "softplus_backward",
     "mish_backward", "hardsigmoid_backward", "hardswish_backward", "logit_backward",
 ]
+# Elementwise functions no kernel serves yet (special functions, log-sum-exp pairs, integer
+# gcd/lcm): on the host, so torch.distributions and losses that use them run.
+HOST_ONLY = [
+    "logaddexp", "logaddexp2", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "sinc",
+    "heaviside", "igamma", "igammac", "gcd", "lcm", "nextafter", "angle", "special_entr",
+    "special_erfcx", "special_i0e", "special_i1", "special_i1e", "special_log_ndtr",
+    "special_ndtri", "special_xlog1py",
+]
 
 # ATen op -> (kernel op, fixed kernel attributes): where the names differ.
 RENAMED = {"sgn": ("sign", {}), "clamp_min": ("clamp", {"max": None}),
@@ -134,7 +142,7 @@ def _register() -> None:
         kop, fixed = RENAMED.get(base, (base, {}))
         if kop in served and name not in NOT_SERVED:
             op(name, kernels="pointwise", group="pointwise")(make(name, kop, fixed))
-    reference_only(*(n for n in cpu_overloads(*UNARY, *BINARY, *TERNARY, *BACKWARD)
+    reference_only(*(n for n in cpu_overloads(*UNARY, *BINARY, *TERNARY, *BACKWARD, *HOST_ONLY)
                      if n not in REGISTRY), group="pointwise")
 
 

@@ -73,15 +73,15 @@ TOL = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (1.6e-2, 1e-2),
 
 
 @functools.cache
+@functools.cache
 def opinfos() -> dict[str, list[Any]]:
-    """OpInfo name -> its OpInfos (variants included), for the selected names."""
+    """OpInfo name -> its OpInfos (variants included)."""
     from torch.testing._internal import common_methods_invocations as cmi
 
     out: dict[str, list[Any]] = {}
     for info in (*cmi.op_db, *cmi.foreach_unary_op_db, *cmi.foreach_binary_op_db,
                  *cmi.foreach_pointwise_op_db, *getattr(cmi, "foreach_other_op_db", ())):
-        if info.name in SELECTED:
-            out.setdefault(info.name, []).append(info)
+        out.setdefault(info.name, []).append(info)
     return out
 
 

@@ -1,0 +1,46 @@
+"""Families the device serves on the host (reference only: PyTorch's CPU kernel over the
+device's bytes, counted by torch.trn.host_ops()), run from PyTorch's own OpInfo samples on
+device tensors against the CPU: outputs, and the float32 gradient of the first sample."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from opinfo_harness import run_op
+
+NAMES = [
+    "nn.functional.logsigmoid", "nn.functional.pad", "nn.functional.pixel_shuffle",
+    "nn.functional.pixel_unshuffle", "nn.functional.channel_shuffle",
+    "nn.functional.interpolate", "nn.functional.grid_sample", "nn.functional.avg_pool3d",
+    "nn.functional.max_pool3d", "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.adaptive_max_pool3d", "nn.functional.ctc_loss", "nn.functional.hardshrink",
+    "nn.functional.softshrink", "nn.functional.multi_margin_loss",
+    "nn.functional.multilabel_margin_loss", "nn.functional.pdist", "cdist", "logaddexp",
+    "logaddexp2", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "sinc", "heaviside",
+    "igamma", "igammac", "gcd", "lcm", "nextafter", "special.entr", "special.erfcx",
+    "special.i0e", "special.i1", "special.i1e", "special.log_ndtr", "special.ndtri",
+    "special.xlog1py",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_family_matches_cpu(name):
+    out = run_op(name, torch.float32, 3, 1)
+    assert out.samples, f"no OpInfo samples for {name}"
+    assert not out.failures, "\n".join(out.failures)
+
+
+def test_weight_norm_trains_as_on_the_cpu(dev, kernel_mode):
+    """nn.utils.weight_norm (audio models' convolutions) through _weight_norm_interface."""
+    torch.manual_seed(0)
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(3, 4, 3))
+    conv_d = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(3, 4, 3))
+    conv_d.load_state_dict(conv.state_dict())
+    conv_d.to(dev)
+    x = torch.randn(2, 3, 9)
+    conv(x).square().sum().backward()
+    conv_d(x.to(dev)).square().sum().backward()
+    for (name, p), pd in zip(conv.named_parameters(), conv_d.parameters(), strict=True):
+        torch.testing.assert_close(pd.grad.cpu(), p.grad, rtol=1e-5, atol=1e-5, msg=name)
+    ran = getattr(torch, dev).host_ops()
+    assert any(k.startswith("aten::_weight_norm_interface") for k in ran), ran
