@@ -68,8 +68,9 @@ def register() -> Runtime:
     _LIBS.append(fallback)
     fallback.fallback(dispatch.catch_all, "PrivateUse1")
     fallback.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    from trnsim.backend import autocast, distributed, printing, serialization, user_kernels
+    from trnsim.backend import autocast, distributed, pinned, printing, serialization, user_kernels
 
+    pinned.install(impl, settings.device)
     autocast.install(impl, rt)
     printing.install(rt)
     serialization.install(rt)

@@ -281,3 +281,21 @@ def test_modes_switch_at_run_time(dev, rt):
 
 def test_register_is_idempotent():
     assert trnsim.backend.register() is trnsim.backend.runtime
+
+
+def test_pinned_memory_for_the_device(dev):
+    """pin_memory() and DataLoader(pin_memory=True) pin for the current accelerator, this
+    device: a contiguous host copy with the tensor's values (PyTorch's pinned allocator is
+    C++-only; every pin failed once the device was registered, CPU-only code's too)."""
+    x = torch.arange(6.0).view(2, 3).t().requires_grad_()
+    p = x.pin_memory()
+    assert p.device.type == "cpu" and p.is_contiguous() and torch.equal(p, x)
+    p.sum().backward()
+    assert torch.equal(x.grad, torch.ones(3, 2))
+    assert torch.equal(x.detach().pin_memory(dev), x.detach())
+    ds = torch.utils.data.TensorDataset(torch.arange(12.0).view(6, 2), torch.arange(6))
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True))
+    assert torch.equal(batches[0][0], ds.tensors[0][:4]) and torch.equal(batches[1][1],
+                                                                        ds.tensors[1][4:])
+    with pytest.raises(RuntimeError, match=f"accelerator is '{dev}'"):
+        x.detach().pin_memory("cuda")
