@@ -3,7 +3,9 @@
 Per ATen overload: **kernel** (kernel mode runs it as the NKI kernels named, values and device
 time), **reference** (registered, but it always runs PyTorch's CPU kernel on the device's
 bytes, with no device time), or **missing** (no entry: the catch-all raises, or runs it on the
-host under TRNSIM_FALLBACK=cpu). Missing lists every other ATen overload with a CPU kernel.
+host under TRNSIM_FALLBACK=cpu). Missing lists every other ATen overload with a CPU kernel,
+except the device's own primitives (**core**: allocation, views, copies, `.item()`, pinning),
+which backend/device.py and backend/pinned.py register outside the op registry.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 from collections import Counter
 
 import torch
+from trnsim.backend import pinned
 from trnsim.backend.registry import OpEntry, coverage
 
 
-def missing() -> list[str]:
+def _unregistered() -> list[str]:
     """ATen overloads with a CPU kernel and no registry entry."""
     have = {e.qualified for e in coverage()}
     out = []
@@ -29,6 +32,19 @@ def missing() -> list[str]:
     return sorted(out)
 
 
+def core() -> list[str]:
+    """The device's primitives outside the registry: a PrivateUse1 kernel of its own
+    (allocation, views, copies, `.item()`) or pinning's CPU kernel (backend/pinned.py)."""
+    return [n for n in _unregistered()
+            if n in pinned.OPS or torch._C._dispatch_has_kernel_for_dispatch_key(n, "PrivateUse1")]
+
+
+def missing() -> list[str]:
+    """ATen overloads with a CPU kernel that nothing of the device serves."""
+    own = set(core())
+    return [n for n in _unregistered() if n not in own]
+
+
 def status(e: OpEntry) -> str:
     return "kernel" if e.kernel is not None and e.kernels else "reference"
 
@@ -37,6 +53,7 @@ def markdown() -> str:
     entries = coverage()
     counts = Counter(status(e) for e in entries)
     gone = missing()
+    own = core()
     lines = [
         "# PyTorch ops on the trn device",
         "",
@@ -48,11 +65,13 @@ def markdown() -> str:
         "  (float64, complex) run on the host and are counted (`torch.trn.host_ops()`).",
         "- **reference**: registered, runs PyTorch's CPU kernel on the device's bytes (no",
         "  device time) in every mode.",
+        "- **core**: the device's own primitives (allocation, views, copies, `.item()`,",
+        "  pinning), registered outside the op registry by backend/device.py and pinned.py.",
         "- **missing**: no entry; raises naming the op, or runs on the host with a warning",
         "  under `TRNSIM_FALLBACK=cpu` (`torch.trn.fallback_ops()`).",
         "",
         f"{counts['kernel']} overloads with NKI kernels, {counts['reference']} reference "
-        f"only, {len(gone)} missing.",
+        f"only, {len(own)} core, {len(gone)} missing.",
         "",
     ]
     group = None
@@ -62,6 +81,7 @@ def markdown() -> str:
             lines += ["", f"## {group}", "", "| ATen overload | status | kernels | note |",
                       "|---|---|---|---|"]
         lines.append(f"| `{e.qualified}` | {status(e)} | {', '.join(e.kernels)} | {e.note} |")
+    lines += ["", "## core", "", ", ".join(f"`{n}`" for n in own)]
     lines += ["", "## missing", "", "<details><summary>" + f"{len(gone)} overloads</summary>",
               "", ", ".join(f"`{n}`" for n in gone), "", "</details>", ""]
     return "\n".join(lines)
@@ -73,5 +93,6 @@ def text() -> str:
     width = max(len(e.qualified) for e in entries)
     rows = [f"{e.qualified:<{width}}  {status(e):<9}  {', '.join(e.kernels)}" for e in entries]
     rows.append(f"{counts['kernel']} overloads with NKI kernels, {counts['reference']} "
-                f"reference only, {len(missing())} missing (trnsim ops --markdown lists them)")
+                f"reference only, {len(core())} core, {len(missing())} missing "
+                "(trnsim ops --markdown lists them)")
     return "\n".join(rows)

@@ -15,6 +15,9 @@ from typing import Any
 
 import torch
 
+OPS = ("aten::_pin_memory",)
+"""The overloads this module gives a kernel (the op coverage table's "core")."""
+
 
 def install(lib: Any, device_name: str) -> None:
     def pin(self: torch.Tensor, device: Any = None) -> torch.Tensor:
