@@ -139,6 +139,13 @@ def _register_tensor_kernels(lib: Any, rt: Runtime) -> None:
 
     lib.impl("_copy_from", copy_from, "PrivateUse1")
     lib.impl("_copy_from_and_resize", copy_from_and_resize, "PrivateUse1")
+    # A conjugate or negative view reaching _copy_from: PyTorch's fallback for those bits
+    # materializes the argument with clone, whose copy_ calls _copy_from again (unbounded C++
+    # recursion, a segfault on `z.conj().cpu()`). The copy resolves the bits itself (the host
+    # views carry them), as CUDA's copy_ does.
+    for key in ("Conjugate", "Negative"):
+        lib.impl("_copy_from", copy_from, key)
+        lib.impl("_copy_from_and_resize", copy_from_and_resize, key)
 
     def local_scalar_dense(self):
         return rt.host_views.of(self).item()

@@ -114,7 +114,8 @@ def copy(rt: Runtime, src: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
     """aten::_copy_from: host -> device, device -> host, device -> device (casts included)."""
     on = rt.name
     if src.device.type == on and dst.device.type == on:
-        if rt.mode == "kernel":
+        lazy = src.is_conj() or src.is_neg() or dst.is_conj() or dst.is_neg()
+        if rt.mode == "kernel" and not lazy:  # the kernel copies bytes; the host resolves bits
             from trnsim.backend.ops.copying import device_copy
 
             try:

@@ -138,7 +138,16 @@ class HostViews:
         return self._bytes[offset:offset + nbytes]
 
     def of(self, t: torch.Tensor) -> torch.Tensor:
-        """A CPU tensor aliasing the device tensor's bytes (same shape, strides, dtype)."""
+        """A CPU tensor aliasing the device tensor's bytes (same shape, strides, dtype, and
+        the lazy conjugate and negative bits: `z.conj()` and its `.imag`)."""
+        h = self._alias(t)
+        if t.is_conj():
+            h = h.conj()
+        if t.is_neg():
+            h = h._neg_view()
+        return h
+
+    def _alias(self, t: torch.Tensor) -> torch.Tensor:
         ptr = t.data_ptr()
         if ptr:
             dtype = t.dtype

@@ -92,7 +92,9 @@ def make(name: str, kop: str, fixed: dict[str, Any]) -> Any:
         b = bind(overload, args, kwargs)
         if outs:
             out = b[outs[0]]
-            if list(out.shape) != list(meta.shape) or out.stride() != meta.stride():
+            # As ATen: an out= tensor of the result's shape keeps its strides (a view such
+            # as a diagonal is written in place); one of another shape is resized.
+            if list(out.shape) != list(meta.shape):
                 storage.resize(runtime(), out, meta.shape, meta.stride())
         elif inplace:
             out = b[inplace[0]]

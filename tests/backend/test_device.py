@@ -45,6 +45,66 @@ def test_views_share_storage_and_write_through(dev, reference_mode):
     assert torch.equal(d.view(-1)[5:9].cpu(), x.view(-1)[5:9])
 
 
+VIEWS = {"diagonal": lambda t: t.diagonal(), "transposed": lambda t: t.t(),
+         "strided": lambda t: t[1:, ::2], "column": lambda t: t[:, 2]}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("name", ["add_.Scalar", "sub_.Scalar", "mul_.Scalar", "div_.Scalar",
+                                  "add_.Tensor", "mul_.Tensor"])
+def test_in_place_kernels_write_a_view_where_it_lies(dev, kernel_mode, name, view):
+    """C++ callers (autograd formulas: QR's backward halves a diagonal with mul_.Scalar) reach
+    the Scalar overloads, which ATen implements as out= with out=self: the view keeps its
+    strides and only its elements change."""
+    packet, overload = name.split(".")
+    fn = getattr(getattr(torch.ops.aten, packet), overload)
+    x = torch.randn(6, 6)
+    d = x.to(dev)
+    v, vd = VIEWS[view](x), VIEWS[view](d)
+    other = 0.5 if overload == "Scalar" else torch.tensor(0.5)
+    fn(v, other)
+    fn(vd, other.to(dev) if isinstance(other, torch.Tensor) else other)
+    assert vd.stride() == v.stride() and vd.storage_offset() == v.storage_offset()
+    assert torch.equal(d.cpu(), x)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_host_in_place_ops_write_a_view_where_it_lies(dev, kernel_mode, view):
+    """Complex tensors take the host path (no engine holds them): same rule there."""
+    x = torch.randn(6, 6, dtype=torch.complex64)
+    d = x.to(dev)
+    v, vd = VIEWS[view](x), VIEWS[view](d)
+    torch.ops.aten.mul_.Scalar(v, 2)
+    torch.ops.aten.mul_.Scalar(vd, 2)
+    assert vd.stride() == v.stride()
+    assert torch.equal(d.cpu(), x)
+
+
+def test_conjugate_and_negative_views_copy_with_their_bits(dev, kernel_mode):
+    """`z.conj()` is a lazy view (a bit, no copy). Copying one off the device used to recurse
+    without bound in C++ (PyTorch's fallback for the bit clones, and clone copies: a
+    segfault), and host ops read the bytes without the bit."""
+    z = torch.randn(5, 10, 7, dtype=torch.complex64).transpose(1, 2)
+    zd = z.to(dev)
+    for f in (lambda t: t.conj(), lambda t: t.conj().imag, lambda t: t.conj().clone(),
+              lambda t: t.conj() * 2, lambda t: t.conj().imag.sum(), lambda t: t.conj().real):
+        got, want = f(zd), f(z)
+        assert got.is_conj() == want.is_conj() and got.is_neg() == want.is_neg()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+    back = torch.empty(5, 7, 10, dtype=torch.complex64, device=dev)
+    back.copy_(z.conj())
+    assert torch.equal(back.cpu(), z.conj().resolve_conj())
+
+
+def test_an_out_tensor_of_the_right_shape_keeps_its_strides(dev, kernel_mode):
+    x = torch.randn(4, 6)
+    out, out_d = torch.empty(6, 4).t(), torch.empty(6, 4, device=dev).t()
+    torch.add(x, 1, out=out)
+    torch.add(x.to(dev), 1, out=out_d)
+    assert out_d.stride() == out.stride() == (1, 4)
+    assert torch.equal(out_d.cpu(), out)
+
+
 def test_in_place_through_a_view_keeps_autograd_right(dev, reference_mode):
     a = torch.randn(3, 4, requires_grad=True)
     ad = a.detach().to(dev).requires_grad_()
