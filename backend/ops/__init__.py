@@ -9,6 +9,7 @@ from trnsim.backend.ops import (  # noqa: F401
     indexing,
     library,
     linalg,
+    linalg_solvers,
     nn,
     norms,
     optim,
@@ -16,5 +17,6 @@ from trnsim.backend.ops import (  # noqa: F401
     reductions,
     rnn,
     softmax,
+    spectral,
     transformer_fastpath,
 )

@@ -290,7 +290,8 @@ def _scan(name: str, kernel, self, dim, dtype=None, out=None):
         return res
     _data(self)
     check_int64_range(self, "input")
-    if not res.is_floating_point() and res.dtype not in (torch.int32, torch.int64):
+    if res.dtype not in (torch.float32, torch.bfloat16, torch.float16, torch.int32,
+                         torch.int64):
         raise HostOnly(f"{res.dtype} result")
     if self.is_floating_point() != res.is_floating_point():
         raise HostOnly(f"{self.dtype} to {res.dtype}")

@@ -45,6 +45,8 @@ def _run(name: str, kernel, x: torch.Tensor, dims: list[int], keepdim: bool, dty
          **attrs) -> torch.Tensor:
     if x.dtype not in _KERNEL_IN:
         raise HostOnly(f"{x.dtype} input")
+    if dtype not in _KERNEL_IN:  # sum(dtype=torch.float64) of a float32 tensor
+        raise HostOnly(f"{dtype} result")
     if x.numel() == 0:
         raise HostOnly("an empty input")
     shape, keep = _shapes(x, dims, keepdim)

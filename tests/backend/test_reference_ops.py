@@ -20,6 +20,17 @@ NAMES = [
     "igamma", "igammac", "gcd", "lcm", "nextafter", "special.entr", "special.erfcx",
     "special.i0e", "special.i1", "special.i1e", "special.log_ndtr", "special.ndtri",
     "special.xlog1py",
+    # linalg_solvers.py: factorizations and solves (LAPACK on the host)
+    "linalg.inv", "linalg.inv_ex", "linalg.det", "linalg.slogdet", "linalg.svd",
+    "linalg.svdvals", "linalg.eigh", "linalg.eigvalsh", "linalg.eig", "linalg.eigvals",
+    "linalg.qr", "linalg.cholesky", "linalg.cholesky_ex", "cholesky_inverse", "cholesky_solve",
+    "linalg.solve", "linalg.solve_ex", "linalg.lu", "linalg.lu_factor", "linalg.lu_solve",
+    "lu_unpack", "linalg.solve_triangular", "triangular_solve", "linalg.lstsq",
+    "linalg.ldl_factor", "linalg.ldl_solve", "linalg.householder_product", "geqrf", "ormqr",
+    "linalg.cross", "cross", "renorm", "linalg.pinv", "linalg.matrix_rank", "linalg.cond",
+    # spectral.py: torch.fft and stft
+    "fft.fft", "fft.ifft", "fft.rfft", "fft.irfft", "fft.fft2", "fft.rfftn", "fft.hfft",
+    "fft.ihfft", "stft",
 ]
 
 
@@ -44,3 +55,20 @@ def test_weight_norm_trains_as_on_the_cpu(dev, kernel_mode):
         torch.testing.assert_close(pd.grad.cpu(), p.grad, rtol=1e-5, atol=1e-5, msg=name)
     ran = getattr(torch, dev).host_ops()
     assert any(k.startswith("aten::_weight_norm_interface") for k in ran), ran
+
+
+def test_orthogonal_init_and_a_solve_on_device_parameters(dev, kernel_mode):
+    """nn.init.orthogonal_ (QR) initializes a device weight as it does a CPU one."""
+    w = torch.empty(64, 32)
+    wd = torch.empty(64, 32, device=dev)
+    torch.manual_seed(3)
+    torch.nn.init.orthogonal_(w)
+    torch.manual_seed(3)
+    torch.nn.init.orthogonal_(wd)
+    torch.testing.assert_close(wd.cpu(), w, rtol=1e-5, atol=1e-5)
+    eye = (wd.t() @ wd).cpu()
+    torch.testing.assert_close(eye, torch.eye(32), rtol=0, atol=1e-5)
+    a = torch.randn(8, 8) + 8 * torch.eye(8)
+    b = torch.randn(8, 3)
+    torch.testing.assert_close(torch.linalg.solve(a.to(dev), b.to(dev)).cpu(),
+                               torch.linalg.solve(a, b), rtol=1e-5, atol=1e-6)
