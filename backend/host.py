@@ -146,7 +146,8 @@ def run(rt: Runtime, views: storage.HostViews, op: Any, args: tuple, kwargs: dic
     tensor result) takes a lean path: every op of reference mode passes here. A fresh result
     is copied from the CPU's output into HBM: a memcpy costs less than sizing the result
     first with the meta kernel (~100 us a pointwise op in torch 2.13) to write it in place."""
-    if not kwargs or not any(isinstance(v, (_Tensor, list, tuple)) for v in kwargs.values()):
+    if not kwargs or not any(isinstance(v, (_Tensor, list, tuple, torch.device))
+                             for v in kwargs.values()):  # (a factory's device= is mapped)
         fast = _run_simple(rt, views, op, args, kwargs)
         if fast is not _NOT_SIMPLE:
             return fast

@@ -14,6 +14,7 @@ from trnsim.backend.ops import (  # noqa: F401
     norms,
     optim,
     pointwise,
+    quantization,
     reductions,
     rnn,
     softmax,

@@ -56,3 +56,12 @@ reference_only(*cpu_overloads("uniform", "normal", "bernoulli", "random", "expon
                               "geometric", "cauchy", "log_normal", "multinomial", "randperm"),
                note="drawn from torch's CPU generator (torch.manual_seed applies)",
                group="random")
+reference_only(*cpu_overloads("poisson", "binomial", "_standard_gamma", "_sample_dirichlet"),
+               note="drawn from torch's CPU generator (torch.manual_seed applies)",
+               group="random")
+reference_only(*cpu_overloads("_standard_gamma_grad", "_dirichlet_grad"), group="random")
+# CompositeExplicitAutograd in PyTorch, but its kernel fills through a per-device DispatchStub
+# that only C++ can register (PyTorch's internal assert "DispatchStub: missing kernel").
+reference_only("kaiser_window", "kaiser_window.periodic", "kaiser_window.beta",
+               "kaiser_window.out", "kaiser_window.periodic_out", "kaiser_window.beta_out",
+               group="factories")

@@ -316,5 +316,10 @@ reference_only(*(n for n in cpu_overloads(
     "repeat_interleave", "bincount", "equal", "isin", "kthvalue", "median", "mode",
     "nanmedian", "_embedding_bag", "_embedding_bag_backward", "diag_embed", "trace",
     "constant_pad_nd", "reflection_pad2d", "replication_pad2d", "complex", "polar",
-    "cumsum", "cumprod", "embedding_dense_backward", "embedding_renorm") if n not in REGISTRY),
-    group="indexing")
+    "cumsum", "cumprod", "embedding_dense_backward", "embedding_renorm", "_cummax_helper",
+    "_cummin_helper", "_logcumsumexp", "index_reduce", "nonzero_static", "unfold_backward",
+    "_embedding_bag_forward_only", "_embedding_bag_dense_backward",
+    "_embedding_bag_per_sample_weights_backward", "segment_reduce", "_segment_reduce_backward",
+    "narrow_copy", "_unique", "unique_dim_consecutive", "_stack", "histogram",
+    "_histogramdd_bin_edges", "_histogramdd_from_bin_cts", "_histogramdd_from_bin_tensors")
+    if n not in REGISTRY), group="indexing")

@@ -240,3 +240,6 @@ reference_only(*(n for n in cpu_overloads("vdot", "addbmm", "addr", "_addmm_acti
 
 # torch.cdist (pairwise distances) on the host, as the rest of this list.
 reference_rest(*cpu_overloads("_cdist_forward", "_cdist_backward"), group="linalg")
+
+# Integer and scaled (fp8) matmuls as torchao and friends call them: PyTorch's CPU kernels.
+reference_rest(*cpu_overloads("_int_mm", "_scaled_mm", "_scaled_mm_v2"), group="linalg")

@@ -13,7 +13,7 @@ import math
 import torch
 from torch._decomp import decompositions as decomp
 from trnsim.backend.ops._common import launch, new, require_float, rows_2d
-from trnsim.backend.registry import HostOnly, op
+from trnsim.backend.registry import HostOnly, cpu_overloads, op, reference_rest
 from trnsim.kernels.layer_norm import (
     layer_norm_backward,
     layer_norm_forward,
@@ -166,3 +166,7 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
                   "save_mean", "save_invstd", "running_mean", "running_var"),
            training=bool(train), eps=float(eps))
     return gx, gw, gb
+
+
+# native_batch_norm's out= overload (the kernel entries above serve the functional one).
+reference_rest(*cpu_overloads("native_batch_norm"), group="norms")

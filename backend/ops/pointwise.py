@@ -53,7 +53,18 @@ HOST_ONLY = [
     "logaddexp", "logaddexp2", "lgamma", "digamma", "polygamma", "mvlgamma", "i0", "sinc",
     "heaviside", "igamma", "igammac", "gcd", "lcm", "nextafter", "angle", "special_entr",
     "special_erfcx", "special_i0e", "special_i1", "special_i1e", "special_log_ndtr",
-    "special_ndtri", "special_xlog1py",
+    "special_ndtri", "special_xlog1py", "special_airy_ai", "special_bessel_j0",
+    "special_bessel_j1", "special_bessel_y0", "special_bessel_y1", "special_modified_bessel_i0",
+    "special_modified_bessel_i1", "special_modified_bessel_k0", "special_modified_bessel_k1",
+    "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1",
+    "special_spherical_bessel_j0", "special_zeta", "special_chebyshev_polynomial_t",
+    "special_chebyshev_polynomial_u", "special_chebyshev_polynomial_v",
+    "special_chebyshev_polynomial_w", "special_shifted_chebyshev_polynomial_t",
+    "special_shifted_chebyshev_polynomial_u", "special_shifted_chebyshev_polynomial_v",
+    "special_shifted_chebyshev_polynomial_w", "special_hermite_polynomial_h",
+    "special_hermite_polynomial_he", "special_laguerre_polynomial_l",
+    "special_legendre_polynomial_p", "frexp", "conj_physical", "_add_relu", "__lshift__",
+    "__rshift__", "__ilshift__", "__irshift__",
 ]
 
 # ATen op -> (kernel op, fixed kernel attributes): where the names differ.

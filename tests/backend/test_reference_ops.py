@@ -72,3 +72,38 @@ def test_orthogonal_init_and_a_solve_on_device_parameters(dev, kernel_mode):
     b = torch.randn(8, 3)
     torch.testing.assert_close(torch.linalg.solve(a.to(dev), b.to(dev)).cpu(),
                                torch.linalg.solve(a, b), rtol=1e-5, atol=1e-6)
+
+
+def test_quantization_aware_training_fake_quant_on_the_device(dev, kernel_mode):
+    """torch.ao's fused observer + fake quant (the default QAT qconfig's) keeps its running
+    statistics on the device and matches the CPU; the plain FakeQuantize's scale comes from
+    the device's division (x * reciprocal(y), as on the hardware), within an ulp, so its
+    values agree to one quantum."""
+    from torch.ao.quantization import FakeQuantize, FusedMovingAvgObsFakeQuantize
+
+    torch.manual_seed(0)
+    for cls in (FusedMovingAvgObsFakeQuantize, FakeQuantize):
+        fq, fqd = cls(), cls().to(dev)
+        a = torch.randn(4, 8, requires_grad=True)
+        ad = a.detach().to(dev).requires_grad_()
+        for _ in range(2):
+            y, yd = fq(a), fqd(ad)
+        y.sum().backward()
+        yd.sum().backward()
+        tol = 0 if cls is FusedMovingAvgObsFakeQuantize else float(fq.scale)
+        torch.testing.assert_close(yd.cpu(), y, rtol=0, atol=tol)
+        torch.testing.assert_close(fqd.scale.cpu(), fq.scale, rtol=2e-7, atol=0)
+        assert torch.equal(ad.grad.cpu(), a.grad)
+
+
+def test_factories_that_take_a_device_and_async_asserts(dev, kernel_mode):
+    """Factories served by the host get device= mapped (tril_indices recursed before);
+    kaiser_window's CPU kernel fills through a DispatchStub no Python device can register."""
+    assert torch.equal(torch.tril_indices(4, 3, 1, device=dev).cpu(), torch.tril_indices(4, 3, 1))
+    assert torch.equal(torch.triu_indices(4, 3, device=dev, dtype=torch.int32).cpu(),
+                       torch.triu_indices(4, 3, dtype=torch.int32))
+    torch.testing.assert_close(torch.kaiser_window(8, device=dev).cpu(), torch.kaiser_window(8))
+    x = torch.ones(3, device=dev)
+    torch._assert_async(x.sum() > 0)
+    with pytest.raises(RuntimeError, match="nonzero"):
+        torch._assert_async(x.sum() < 0)
