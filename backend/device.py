@@ -147,6 +147,23 @@ def _register_tensor_kernels(lib: Any, rt: Runtime) -> None:
         lib.impl("_copy_from", copy_from, key)
         lib.impl("_copy_from_and_resize", copy_from_and_resize, key)
 
+    def to_copy(self, *, dtype=None, layout=None, device=None, pin_memory=None,
+                non_blocking=False, memory_format=None):
+        # PyTorch's _to_copy stages a non_blocking copy to the CPU in pinned memory, whose
+        # allocator a Python device cannot give (`x.to("cpu", non_blocking=True)` failed).
+        # The device's copies are synchronous: the result is the ordinary copy.
+        if layout not in (None, torch.strided):
+            raise RuntimeError(f"_to_copy: layout {layout} is not supported for the "
+                               f"'{rt.name}' device (only torch.strided)")
+        fmt = torch.preserve_format if memory_format is None else memory_format
+        target = torch.device(device) if device is not None else self.device
+        out = torch.empty_like(self, dtype=dtype or self.dtype, device=target,
+                               memory_format=fmt)
+        out.copy_(self)
+        return out.pin_memory() if pin_memory and target.type == "cpu" else out
+
+    lib.impl("_to_copy", to_copy, "PrivateUse1")
+
     def local_scalar_dense(self):
         return rt.host_views.of(self).item()
 

@@ -359,3 +359,17 @@ def test_pinned_memory_for_the_device(dev):
                                                                         ds.tensors[1][4:])
     with pytest.raises(RuntimeError, match=f"accelerator is '{dev}'"):
         x.detach().pin_memory("cuda")
+
+
+def test_non_blocking_copies_to_the_host(dev, kernel_mode):
+    """`x.to("cpu", non_blocking=True)` (training loops' loss logging, HF generation) stages
+    in pinned memory in PyTorch's _to_copy, which a Python device cannot allocate; the
+    device's copies are synchronous, so it is the ordinary copy."""
+    x = torch.randn(3, 4)
+    d = x.to(dev, non_blocking=True)
+    assert torch.equal(d.to("cpu", non_blocking=True), x)
+    assert torch.equal(d.t().to("cpu", torch.float64, non_blocking=True), x.t().double())
+    assert d.t().to(torch.bfloat16).stride() == x.t().to(torch.bfloat16).stride()
+    a = torch.randn(3, requires_grad=True)
+    a.to(dev).to(torch.bfloat16).float().sum().backward()
+    assert torch.equal(a.grad, torch.ones(3))
