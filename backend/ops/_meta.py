@@ -54,16 +54,31 @@ def run_meta(overload: Any, args: tuple, kwargs: dict) -> Any:
     name = runtime().name
     _, outs = written(overload)
     tensor_args = _tensor_positions(overload)
-    # A 0-d meta tensor promotes as the wrapped number did (0-d tensors do not raise the
-    # dtype of a dimensioned one of their category) and keeps every operand on meta.
-    margs = tuple(torch.tensor(a, device="meta") if i in tensor_args and
-                  isinstance(a, (bool, int, float)) else to_meta(a, name)
-                  for i, a in enumerate(args))
+    # A wrapped number (`t + 1.0`) reaches a Python kernel as the number. On meta it is a 0-d
+    # tensor of the dtype that promotes as the wrapped number did: the other operands' dtype
+    # when its category is not higher (a 0-d bf16 tensor + 1.0 stays bf16), else its
+    # category's default; and every operand stays on meta.
+    numbers = [i for i, a in enumerate(args) if i in tensor_args and
+               isinstance(a, (bool, int, float))]
+    margs = tuple(to_meta(a, name) for a in args)
+    if numbers:
+        margs = tuple(torch.tensor(a, dtype=_wrapped_dtype(a, margs), device="meta")
+                      if i in numbers else a for i, a in enumerate(margs))
     mkwargs = {k: to_meta(v, name, empty_outs=k in outs) for k, v in kwargs.items()}
     try:
         return overload(*margs, **mkwargs)
     except NotImplementedError as e:  # no meta kernel: the op cannot be sized here
         raise HostOnly(f"no meta kernel ({str(e).splitlines()[0][:60]})") from None
+
+
+def _wrapped_dtype(value: bool | int | float, operands: tuple) -> torch.dtype:
+    tensors = [t for t in operands if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return torch.tensor(value).dtype
+    base = tensors[0].dtype
+    for t in tensors[1:]:
+        base = torch.promote_types(base, t.dtype)
+    return torch.result_type(torch.empty(1, dtype=base, device="meta"), value)
 
 
 _TENSOR_POSITIONS: dict[Any, frozenset[int]] = {}

@@ -35,3 +35,20 @@ def test_renorm_trains_as_on_the_cpu(dev, kernel_mode):
     for t in (x, xd):
         torch.renorm(t, 2, 1, 0.5).square().sum().backward()
     torch.testing.assert_close(xd.grad.cpu(), x.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int32, torch.bool])
+@pytest.mark.parametrize("shape", [(), (3,)])
+def test_wrapped_numbers_promote_as_on_the_cpu(dev, kernel_mode, dtype, shape):
+    """A Python number (`loss + 1.0`, a 0-d bf16 loss) is a wrapped number: it does not raise
+    a tensor's dtype within its category. On meta it had been a plain 0-d float32 tensor, so a
+    0-d bf16 tensor + 1.0 came back float32 (margin_ranking_loss in bf16)."""
+    x = (torch.randn(shape) * 3).to(dtype)
+    cases = [lambda t: t * 2.5, lambda t: t + 1, lambda t: torch.where(t > 0, t, 1.0),
+             lambda t: t + True]
+    if dtype != torch.bool:
+        cases += [lambda t: torch.ops.aten.add.Scalar(t, 0.5), lambda t: 2 - t]
+    for f in cases:
+        want, got = f(x), f(x.to(dev))
+        assert got.dtype == want.dtype
+        assert torch.equal(got.cpu(), want)
