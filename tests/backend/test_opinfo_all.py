@@ -1,7 +1,8 @@
-"""Every OpInfo of PyTorch's op database runs on the device against the CPU (two samples in
-float32, the first with its gradient), whichever way the device serves it (NKI kernels, the
+"""Every OpInfo of PyTorch's op database runs on the device against the CPU (two samples, the
+first with its gradient), whichever way the device serves it (NKI kernels, the
 host, the device's own primitives). The exceptions, each for a stated reason, are listed;
-everything else must match. A slow sweep (about two minutes): `-m slow`."""
+everything else must match, in float32 and bfloat16 (the bf16 tolerances of the harness). A
+slow sweep (under two minutes): `-m slow`."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ LOOSER = {"tan": 1e-3, "_foreach_tan": 1e-3}
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("name", sorted(set(opinfos()) - set(NOT_COMPARABLE)))
-def test_every_opinfo_matches_the_cpu(name):
-    out = run_op(name, torch.float32, 2, 1, rtol=LOOSER.get(name))
+def test_every_opinfo_matches_the_cpu(name, dtype):
+    out = run_op(name, dtype, 2, 1, rtol=LOOSER.get(name) if dtype == torch.float32 else None)
     assert not out.failures, "\n".join(out.failures)
