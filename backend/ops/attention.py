@@ -28,14 +28,15 @@ def fused_attention_applies(query, key, attn_mask, dropout_p, enable_gqa) -> boo
 def sdpa_autograd(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, *,
                   scale=None, enable_gqa=False):
     """AutogradPrivateUse1 kernel of aten::scaled_dot_product_attention."""
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        # As SDPA converts it before any backend, the math one included: True keeps a
+        # score, False adds -inf (the math path adds a boolean mask as 0/1 otherwise).
+        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device
+                                ).masked_fill(attn_mask.logical_not(), float("-inf"))
     if not fused_attention_applies(query, key, attn_mask, dropout_p, enable_gqa):
         return torch.ops.aten._scaled_dot_product_attention_math(
             query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
             enable_gqa=enable_gqa)[0]
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
-        # As SDPA's fused backends take it: True keeps a score, False adds -inf.
-        attn_mask = torch.zeros(attn_mask.shape, dtype=query.dtype, device=query.device
-                                ).masked_fill(attn_mask.logical_not(), float("-inf"))
     return torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
         query, key, value, attn_mask, dropout_p, is_causal, False, scale=scale)[0]
 
