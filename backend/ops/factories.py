@@ -21,9 +21,9 @@ from trnsim.kernels import fill as fill_kernels
 def arange_out(start, end, step=1, *, out):
     vals = [v.item() if isinstance(v, torch.Tensor) else v for v in (start, end, step)]
     start, end, step = vals
-    if step == 0:
-        raise RuntimeError("step must be nonzero")
-    n = max(0, math.ceil((end - start) / step))
+    n = _arange_size(start, end, step, out.dtype)
+    if not out.dtype.is_floating_point:  # ATen's integer arange: truncated start and step
+        start, step = int(start), int(step)
     if list(out.shape) != [n]:
         storage.resize(runtime(), out, [n])
     if n == 0:
@@ -34,9 +34,31 @@ def arange_out(start, end, step=1, *, out):
     if out.dtype == torch.int64 and not (-(2 ** 31) <= start + step * (n - 1) < 2 ** 31
                                          and -(2 ** 31) <= start < 2 ** 31):
         raise HostOnly("int64 values beyond int32 range")
+    if not out.dtype.is_floating_point and out.dtype != torch.int64:
+        info = torch.iinfo(out.dtype)
+        if not (info.min <= start <= info.max and info.min <= start + step * (n - 1) <= info.max):
+            raise HostOnly(f"values that wrap around {out.dtype}")
     launch(fill_kernels.arange, out, start, step, aten_op="aten::arange",
            int64=out.dtype == torch.int64)
     return out
+
+
+def _arange_size(start, end, step, dtype: torch.dtype) -> int:
+    """ATen's arange length and checks (as the CPU's arange): the bounds are checked on the
+    numbers given; an int64 output sizes its range in integers of the truncated bounds and
+    step, other types in doubles of the numbers given. Integer values are the truncated
+    start plus multiples of the truncated step (all equal when that step truncates to 0)."""
+    if step == 0:
+        raise ValueError("step must be nonzero")
+    if not ((step > 0 and end >= start) or (step < 0 and end <= start)):
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
+    if dtype == torch.int64:
+        xstart, xend, xstep = int(start), int(end), int(step)
+        if xstep == 0:
+            raise ValueError("step must be nonzero")
+        num = xend - xstart + xstep - (1 if xstep > 0 else -1)
+        return abs(num) // abs(xstep) * (1 if (num >= 0) == (xstep > 0) else -1)
+    return max(0, math.ceil((float(end) - float(start)) / float(step)))
 
 
 @op("_efficientzerotensor", kernels="fill")
