@@ -18,7 +18,7 @@ import torch
 from trnsim.backend import storage
 from trnsim.backend.runtime import Runtime, runtime
 
-from trnsim.errors import TrnsimError
+from trnsim.errors import OutOfBoundsError, TrnsimError
 from trnsim.program import SourceLocation
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
@@ -28,6 +28,11 @@ _OURS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in (
 
 class DeviceOpError(TrnsimError, RuntimeError):
     """A device op's kernel refused its inputs (the ATen op and shapes, then the rule)."""
+
+
+class DeviceIndexError(DeviceOpError, IndexError):
+    """An index out of range: an IndexError as the CPU raises for index_select, embedding and
+    advanced indexing, and a RuntimeError as it raises for gather and scatter."""
 
 
 @dataclass
@@ -131,8 +136,9 @@ def op_error(rt: Runtime, op: str, kname: str, shapes: str, e: Exception) -> Dev
     kloc = getattr(e, "loc", None)
     if kloc is not None and not os.path.abspath(kloc.filename).startswith(_lib_dirs()):
         text = f"{kloc.describe()}\n{text}"
-    return DeviceOpError(f"{op} on {rt.name} with {shapes or 'no tensors'}: kernel {kname} "
-                         f"refused the inputs{where}: {type(e).__name__}: {text}")
+    cls = DeviceIndexError if isinstance(e, OutOfBoundsError) else DeviceOpError
+    return cls(f"{op} on {rt.name} with {shapes or 'no tensors'}: kernel {kname} "
+               f"refused the inputs{where}: {type(e).__name__}: {text}")
 
 
 def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRecord:

@@ -104,3 +104,19 @@ def test_float64_runs_on_the_host_and_is_counted(dev, kernel_mode):
     y = (x.to(dev) @ x.to(dev)).cpu()
     assert torch.allclose(y, x @ x)
     assert any(k.startswith("aten::mm (torch.float64") for k in mod.host_ops())
+
+
+def test_an_index_out_of_range_is_an_index_error_as_on_the_cpu(dev, kernel_mode):
+    """CPU raises IndexError for index_select, embedding and advanced indexing out of range
+    (RuntimeError for gather): the device's error is both, and names op, shapes and rule."""
+    from trnsim.backend.launch import DeviceIndexError
+
+    w = torch.randn(5, 3).to(dev)
+    for f in (lambda: torch.nn.functional.embedding(torch.tensor([0, 7]).to(dev), w),
+              lambda: w[torch.tensor([9]).to(dev)],
+              lambda: torch.index_select(w, 0, torch.tensor([5]).to(dev))):
+        with pytest.raises(IndexError, match="out of bounds") as e:
+            f()
+        assert isinstance(e.value, DeviceIndexError) and isinstance(e.value, RuntimeError)
+    with pytest.raises(RuntimeError, match="aten::gather"):
+        torch.gather(w, 1, torch.tensor([[0, 5, 1]]).to(dev))
