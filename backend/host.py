@@ -92,7 +92,7 @@ class HostCall:
             return out
         for dev, h in self.pairs:  # an argument itself (in-place, out=)
             if r is h:
-                return dev
+                return _unresized("the op", dev, h)
         rt = self.rt
         ptr = r.untyped_storage().data_ptr()
         if rt.base <= ptr < rt.base + rt.hbm.capacity_bytes and r.untyped_storage().nbytes():
@@ -118,6 +118,17 @@ class HostCall:
                     return None
                 return torch.as_strided(base, r.shape, r.stride(), (p - lo) // isz)
         return None
+
+
+def _unresized(op: Any, dev: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """The device argument an in-place host call returned, which must keep its shape: a CPU
+    kernel that resizes its in-place argument (against the in-place rule) would have
+    written an alias of HBM past the tensor's block. Loud, never silent."""
+    if h.shape != dev.shape:
+        raise RuntimeError(f"{op} resized its in-place argument from {list(dev.shape)} to "
+                           f"{list(h.shape)}; an in-place op cannot change its tensor's shape "
+                           f"on the device (write into a tensor of the result's shape)")
+    return dev
 
 
 def _dense_strides(r: torch.Tensor) -> list[int]:
@@ -194,7 +205,7 @@ def _run_simple(rt: Runtime, views: storage.HostViews, op: Any, args: tuple,
         return r
     for dev, h in aliases:  # in place: the argument itself
         if r is h:
-            return dev
+            return _unresized(op, dev, h)
     ptr = r.data_ptr()
     if (ptr and lo <= ptr < hi) or r._is_zerotensor() or \
             not r.is_contiguous():

@@ -120,3 +120,19 @@ def test_an_index_out_of_range_is_an_index_error_as_on_the_cpu(dev, kernel_mode)
         assert isinstance(e.value, DeviceIndexError) and isinstance(e.value, RuntimeError)
     with pytest.raises(RuntimeError, match="aten::gather"):
         torch.gather(w, 1, torch.tensor([[0, 5, 1]]).to(dev))
+
+
+def test_an_in_place_op_that_would_resize_its_tensor_is_refused(dev, kernel_mode):
+    """CPU's addbmm_ resizes a broadcast `self` (a legacy quirk; in-place ops keep their
+    shape, as add_ enforces): on the device that would write past the tensor's HBM block, so
+    it is refused with add_'s error before anything is written."""
+    a, b = torch.randn(5, 5, 5).to(dev), torch.randn(5, 5, 10).to(dev)
+    s = torch.zeros(1).to(dev)
+    with pytest.raises(RuntimeError, match=r"output with shape \[1\] doesn't match"):
+        s.addbmm_(a, b)
+    assert torch.equal(s.cpu(), torch.zeros(1))
+    c = torch.randn(5, 10)
+    cd = c.to(dev)
+    c.addbmm_(a.cpu(), b.cpu())
+    cd.addbmm_(a, b)
+    assert torch.equal(cd.cpu(), c)
