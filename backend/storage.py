@@ -30,6 +30,7 @@ _SET_STORAGE_BOXED = _SET_STORAGE._handle.redispatch_boxed  # without OpOverload
 NKI_DTYPES: dict[torch.dtype, dt.DType] = {
     torch.float32: dt.float32, torch.bfloat16: dt.bfloat16, torch.float16: dt.float16,
     torch.int32: dt.int32, torch.int16: dt.int16, torch.int8: dt.int8, torch.uint8: dt.uint8,
+    torch.uint16: dt.uint16, torch.uint32: dt.uint32,
     torch.bool: dt.bool_, torch.int64: dt.int32,
     torch.float8_e4m3fn: dt.float8_e4m3fn, torch.float8_e5m2: dt.float8_e5m2,
 }
@@ -180,7 +181,9 @@ def hbm_view(rt: Runtime, t: torch.Tensor, name: str, as_dtype: dt.DType | None 
             raise TypeError(f"cannot view {t.dtype} bytes as {as_dtype.name}")
         dtype = as_dtype
     if dtype is None:
-        raise TypeError(f"{t.dtype} has no device dtype")
+        known = ", ".join(str(d).removeprefix("torch.") for d in NKI_DTYPES)
+        raise TypeError(f"{name}: a {t.dtype} tensor of shape {list(t.shape)} has no NKI dtype "
+                        f"(kernels take {known})")
     st = t.untyped_storage()
     nbytes = st.nbytes()
     off = st.data_ptr() - rt.base

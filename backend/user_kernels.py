@@ -22,12 +22,13 @@ from trnsim.backend.runtime import Runtime
 from trnsim import dtypes as dt
 
 _TORCH_DTYPES = {v.name: k for k, v in storage.NKI_DTYPES.items() if k != torch.int64}
-# NKI's IEEE-style float8_e4m3 (max 240) has no torch dtype: its bits come back as uint8.
-_TORCH_DTYPES["float8_e4m3"] = torch.uint8
+# NKI dtypes torch lacks (the IEEE-style float8_e4m3, the packed MX float8_e5m2_x4 and
+# float4_e2m1fn_x4, ...) come back as their bits: the unsigned integer of their size.
+_BITS = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32}
 
 
 def torch_dtype(d: dt.DType) -> torch.dtype:
-    got = _TORCH_DTYPES.get(d.name)
+    got = _TORCH_DTYPES.get(d.name) or _BITS.get(d.itemsize)
     if got is None:
         raise TypeError(f"a kernel returned a {d.name} tensor, which has no torch dtype")
     return got

@@ -73,6 +73,7 @@ class TensorSpec:
     tile_sizes: tuple[int, ...]
     ls_speedup: float
     transpose_fp32_speedup: float
+    moving_fmax: int  # nc_matmul's moving free size for an fp32 dst (TC3; NC-v4 spans banks)
 
 
 @dataclass(frozen=True, eq=False)

@@ -182,3 +182,32 @@ def test_torch_neuronx_alias_exposes_the_entry_points():
     assert torch_neuronx.nki_op is nki_op
     assert hop_wrap is wrap_nki
     torch_neuronx.synchronize()
+
+
+@nki.jit
+def as_packed_fp8(x):
+    """x: uint32 words holding 4 fp8 each (AWS's MX tutorial packs MX data so), viewed as
+    float8_e5m2_x4 and returned in that dtype."""
+    v = x.ap(dtype=nl.float8_e5m2_x4, pattern=[[x.shape[1], x.shape[0]], [1, x.shape[1]]],
+             offset=0)
+    t = nl.ndarray(v.shape, dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=v)
+    out = nl.ndarray(v.shape, dtype=nl.float8_e5m2_x4, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_uint32_device_tensors_and_packed_dtypes_pass_through_kernels(dev):
+    """uint16/uint32 device tensors are kernel arguments; a result in an NKI dtype torch lacks
+    comes back as the unsigned integers of its size (its bits)."""
+    words = torch.randint(0, 2**31, (128, 64), dtype=torch.int64).to(torch.uint32)
+    out = as_packed_fp8(words.to(dev))
+    assert out.dtype == torch.uint32 and out.device.type == dev
+    assert torch.equal(out.cpu().view(torch.int32), words.view(torch.int32))
+
+
+def test_a_kernel_argument_without_an_nki_dtype_is_named(dev):
+    with pytest.raises(TypeError, match=r"arg0: a torch.float64 tensor of shape \[4, 4\] has no "
+                                        r"NKI dtype \(kernels take float32, bfloat16"):
+        add_kernel(torch.ones(4, 4, dtype=torch.float64, device=dev),
+                   torch.ones(4, 4, dtype=torch.float64, device=dev))

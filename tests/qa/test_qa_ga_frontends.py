@@ -93,6 +93,23 @@ def test_bad_platform_target_is_a_clear_error(monkeypatch):
         nki.simulate(_version_kernel)(np.zeros((1, 1), np.float32))
 
 
+@pytest.mark.parametrize(("target", "gen"), [("trn1", 2), ("gen3", 3), ("trn3", 4)])
+def test_jit_platform_target_names_the_chip(monkeypatch, target, gen):
+    """@nki.jit(platform_target=...) picks the chip (AWS's trn3 MX tutorial passes it; NKI
+    0.3.0 refused it, later releases take **kwargs again); an explicit chip= still wins."""
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2")
+    out = nki.jit(_version_kernel, platform_target=target)(np.zeros((1, 1), np.float32))
+    assert int(out[0, 0]) == gen
+    out = nki.jit(_version_kernel, platform_target=target, chip="trn2")(
+        np.zeros((1, 1), np.float32))
+    assert int(out[0, 0]) == 3
+
+
+def test_jit_bad_platform_target_names_the_allowed_ones():
+    with pytest.raises(ConstraintError, match=r"platform_target='trn9'.*trn1 \(inf2, gen2\)"):
+        nki.jit(_version_kernel, platform_target="trn9")
+
+
 def wide_matmul(a_t, b):
     """N = 1024 in one nc_matmul: legal on trn3 (up to 8 PSUM banks), not on trn2."""
     k, m = a_t.shape
@@ -258,3 +275,39 @@ def test_fp8_matmul_exact_products(rng):
     out = nki.simulate(wide_matmul)(a_t, b)
     ref = a_t.astype(np.float64).T @ b.astype(np.float64)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+
+
+def _psum_copy_kernel(copy_dtype, dst_dtype):
+    def kernel(a):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        ps = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.psum)
+        nisa.tensor_copy(dst=ps, src=t)
+        sb = nl.ndarray(a.shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=sb, src=ps, dtype=copy_dtype)
+        out = nl.ndarray(a.shape, dtype=dst_dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=sb)
+        return out
+
+    return kernel
+
+
+def test_tensor_copy_takes_a_dtype_that_dst_decides(recwarn):
+    """nisa.tensor_copy(dst=, src=, dtype=): not in the documented GA signature, but AWS's
+    current tutorials pass it (nki-samples matmul and MX tutorials). dst's dtype is the output
+    dtype; a dtype= that names another is ignored with a warning at the kernel's line."""
+    import warnings
+
+    from trnsim.errors import SimulationWarning
+
+    a = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SimulationWarning)
+        same = nki.simulate(_psum_copy_kernel(nl.bfloat16, nl.bfloat16))(a)
+    np.testing.assert_array_equal(same.astype(np.float32),
+                                  a.astype(ml_dtypes.bfloat16).astype(np.float32))
+    with pytest.warns(SimulationWarning, match="dtype=bfloat16 is ignored: dst's dtype float32"):
+        other = nki.simulate(_psum_copy_kernel(nl.bfloat16, nl.float32))(a)
+    np.testing.assert_array_equal(other, a)
+    with pytest.raises(ConstraintError, match="unknown dtype"):
+        nki.simulate(_psum_copy_kernel("float99", nl.float32))(a)

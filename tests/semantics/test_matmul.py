@@ -643,7 +643,7 @@ def test_error_moving_free_size_on_trn3_depends_on_dst_dtype():
     expect_error(
         kernel,
         _ab(k=16, m=8, n=4608, dtype=ml_dtypes.bfloat16),
-        r"free size 4608; at most 4096 \(gemm_moving_fmax for a float32 dst\)",
+        r"free size 4608; at most 4096 \(NC-v4: the PSUM banks of a float32 dst\)",
     )
 
 

@@ -8,12 +8,14 @@ Beta-1/Beta-2 front ends).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
-from trnsim.errors import ConstraintError
+from trnsim.errors import ConstraintError, SimulationWarning
 from trnsim.nki._isa_base import _issue, engine, reduce_cmd
 from trnsim.program import capture_location
 from trnsim.semantics._ops import op_name, reduce_cmd_name
+from trnsim.spec import resolve_dtype
 
 __all__ = [
     "dropout",
@@ -237,9 +239,18 @@ def tensor_scalar_cumulative(
 
 
 def tensor_copy(
-    dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None
+    dst: Any, src: Any, engine: engine = engine.unknown, name: str | None = None,
+    dtype: Any = None,
 ) -> Any:
-    """Copy src to dst within SBUF/PSUM (bit-exact on Vector/GpSimd when dtypes match)."""
+    """Copy src to dst within SBUF/PSUM (bit-exact on Vector/GpSimd when dtypes match).
+
+    dst's dtype is the output dtype. `dtype=` is not in the documented GA signature, but AWS's
+    current tutorials and kernels pass it equal to dst's dtype (nki-samples'
+    matrix-multiplication and MX tutorials: `tensor_copy(dst=sbuf, src=psum, dtype=...)`);
+    AWS's hoist-load matmul tutorial passes the HBM result's bf16 for an fp32 dst and matches
+    on hardware, where the DMA to HBM casts: dtype= is ignored (a warning when it differs)."""
+    if dtype is not None:
+        _redundant_dtype("tensor_copy", dst, dtype)
     return _issue("tensor_copy", engine, name=name, dst=dst, src=src)
 
 
@@ -334,6 +345,28 @@ def rand_set_state(src_seeds: Any, engine: engine = engine.gpsimd, name: str | N
 def rand_get_state(dst: Any, engine: engine = engine.gpsimd, name: str | None = None) -> Any:
     """Store the engine's XORWOW PRNG states into a uint32 tensor (NC-v3+)."""
     return _issue("rand_get_state", engine, name=name, dst=dst)
+
+
+def _redundant_dtype(api: str, dst: Any, dtype: Any) -> None:
+    """A `dtype=` given to a GA instruction that writes dst: dst's dtype is the output dtype,
+    so it is ignored, with a SimulationWarning at the user's line when it names another."""
+    want = resolve_dtype(dtype, f"nisa.{api}: dtype=")
+    have = getattr(dst, "dtype", None)
+    if have is None:
+        return
+    have = resolve_dtype(have, f"nisa.{api}: dst")
+    if have.name != want.name:
+        text = (f"nisa.{api}: dtype={want.name} is ignored: dst's dtype {have.name} is the "
+                "output dtype (GA instructions write dst's dtype)")
+        loc = capture_location()
+        if loc is None:
+            warnings.warn(text, SimulationWarning, stacklevel=3)
+        else:
+            warnings.warn_explicit(text, SimulationWarning, loc.filename, loc.lineno,
+                                   registry=_WARNED)  # once per line, as warnings.warn does
+
+
+_WARNED: dict = {}
 
 
 def _removed(api: str, which: str) -> Any:

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from trnsim.chip import ALIASES
 from trnsim.errors import ConstraintError
 from trnsim.nki.context import maybe_current
 from trnsim.nki.runner import _is_array_arg, run_kernel
@@ -97,12 +98,14 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     """@nki.jit: make a kernel. Called with numpy arrays or torch CPU tensors it is simulated
     (as AWS's simulator does under NKI_SIMULATOR=1; there is no device to run it on here)."""
     options.pop("mode", None)  # GA ignores mode=
-    if "platform_target" in options:
-        raise ConstraintError("nki.jit: platform_target= is not accepted by the current NKI API; "
-                              "set NEURON_PLATFORM_TARGET_OVERRIDE=trn1|trn2|trn3 instead",
-                              capture_location())
+    target = options.pop("platform_target", None)
     run_opts = {k: options.pop(k) for k in ("chip", "values", "seed", "numerics")
                 if k in options}
+    if target is not None and "chip" not in run_opts:
+        # NKI 0.3.0 refused platform_target=; later GA releases take it again (jit(fn=None,
+        # **kwargs)), and AWS's current trn3 tutorials pass it (nki-samples' MX matmul:
+        # @nki.jit(platform_target="trn3")): it names the chip, as in Beta 1.
+        run_opts["chip"] = _platform_target(target)
 
     def wrap(f: Callable[..., Any]) -> Kernel:
         if isinstance(f, Kernel):
@@ -110,6 +113,16 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         return Kernel(f, (), run_opts, "ga")
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _platform_target(target: Any) -> str:
+    """The chip a jit(platform_target=) names: trn1|inf2|gen2, trn2|gen3, trn3|gen4."""
+    name = str(target).strip().lower() if isinstance(target, str) else None
+    name = ALIASES.get(name, name)
+    if name not in ("trn1", "trn2", "trn3"):
+        raise ConstraintError(f"nki.jit: platform_target={target!r} is not a target; allowed: "
+                              "trn1 (inf2, gen2), trn2 (gen3), trn3 (gen4)", capture_location())
+    return name
 
 
 def simulator_enabled() -> bool:

@@ -153,15 +153,16 @@ def check_nc_matmul(*, chip, engine, attrs, dst, stationary, moving, **_) -> Non
             f"operand 'stationary' has free size {m}",
             f"at most {fmax} (gemm_stationary_fmax)",
         )
-    nmax = chip.tile_size["gemm_moving_fmax"]
+    nmax = chip.tensor.moving_fmax
     if gen >= 4 and dst.dtype.itemsize < 4:
         nmax = nmax * 4 // dst.dtype.itemsize  # NC-v4: 8 PSUM banks of the dst dtype
     if n > nmax:
-        per_dst = f" for a {dst.dtype.name} dst" if gen >= 4 else ""
+        why = (f"NC-v{gen}: the PSUM banks of a {dst.dtype.name} dst" if gen >= 4
+               else "gemm_moving_fmax")
         fail(
             instr,
             f"operand 'moving' has free size {n}",
-            f"at most {nmax} (gemm_moving_fmax{per_dst}); tile the free axis",
+            f"at most {nmax} ({why}); tile the free axis",
         )
     check_dst_shape(instr, dst, m, n)
     check_psum_banks(instr, chip, dst)
