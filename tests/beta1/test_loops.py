@@ -143,3 +143,26 @@ def test_distinct_slices_written_per_iteration_are_fine():
         return out
 
     np.testing.assert_array_equal(nki.jit(kernel)(X), X)
+
+
+def test_sequential_range_takes_a_no_reorder_directive():
+    """nl.sequential_range(n, directives=ncc.no_reorder()) (AWS's attention tutorial,
+    attn_fwd_v11): the loop's instructions carry the no_reorder marker the timing model's
+    compiler order honours; values unchanged. Anything else as a directive is refused."""
+    import neuronxcc.nki.compiler as ncc
+
+    def kernel(x, directives):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        for k in nl.sequential_range(x.shape[0] // 128, directives=directives):
+            t = nl.load(x[k * 128:(k + 1) * 128, :])
+            nl.store(out[k * 128:(k + 1) * 128, :], value=nl.exp(t))
+        return out
+
+    x = np.concatenate([X, X])
+    out, program = _program(lambda x: kernel(x, ncc.no_reorder()), x)
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-5)
+    assert program and all(any(k == "no_reorder" for _, k, _ in ins.loops) for ins in program)
+    _, plain = _program(lambda x: kernel(x, None), x)
+    assert not any(any(k == "no_reorder" for _, k, _ in ins.loops) for ins in plain)
+    with pytest.raises(ConstraintError, match="directives=3 is not a compiler directive"):
+        nki.jit(lambda x: kernel(x, 3))(x)

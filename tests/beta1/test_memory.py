@@ -7,6 +7,7 @@ import warnings
 
 import neuronxcc.nki as nki
 import neuronxcc.nki.compiler as ncc
+import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
@@ -79,3 +80,60 @@ def test_direct_allocation_places_tiles_at_their_address():
 
     np.testing.assert_array_equal(kernel(X), X[:, :64])
     assert seen == {"a": 4096, "p": 3 * 2048}
+
+
+def test_direct_allocated_blocks_live_at_their_addresses_and_alias():
+    """A PSUM block tensor under mod_alloc: 4 x 3 logical banks cycle over 3 physical banks
+    (more than PSUM holds if placed whole), each block at base_bank + its index mod 3; blocks
+    sharing a bank share bytes, so a later block's matmul overwrites an earlier one's."""
+    banks = {}
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((128, 128)).astype(np.float32)
+    b = rng.standard_normal((128, 12 * 512)).astype(np.float32)
+
+    @nki.jit
+    def kernel(at, bt):
+        lhs = nl.load(at)
+        out = nl.ndarray((128, 12 * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        ps = nl.ndarray((4, 3, nl.par_dim(128), 512), dtype=nl.float32,
+                        buffer=ncc.psum.mod_alloc(base_bank=2, num_bank_tiles=(1, 3)))
+        for i in nl.affine_range(4):
+            for j in nl.affine_range(3):
+                n = i * 3 + j
+                rhs = nl.load(bt[:, n * 512:(n + 1) * 512])
+                ps[i, j] = nisa.nc_matmul(lhs, rhs)
+                banks[(i, j)] = ps._buf.slots[n].buffer.byte_start // 2048
+                nl.store(out[:, n * 512:(n + 1) * 512], value=ps[i, j])
+        # block (0, 0) shares bank 2 with (3, 0): it now holds (3, 0)'s product
+        last = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(last, value=ps[0, 0])
+        return out, last
+
+    out, last = kernel(a, b)
+    ref = a.astype(np.float64).T @ b.astype(np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(last, ref[:, 9 * 512:10 * 512], rtol=1e-4, atol=1e-4)
+    assert banks == {(i, j): 2 + j for i in range(4) for j in range(3)}
+
+
+def test_psum_accumulate_into_an_uninitialized_tile_starts_from_the_first_product():
+    """`psum[...] += nisa.nc_matmul(...)` into an nl.ndarray PSUM tile is the auto rule: the
+    first write overwrites, later ones add (nki-api.md §6; AWS's attn_fwd_v8a relies on it)."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((256, 64)).astype(np.float32)
+    b = rng.standard_normal((256, 96)).astype(np.float32)
+
+    @nki.jit
+    def kernel(at, bt):
+        acc = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            acc[...] += nisa.nc_matmul(nl.load(at[k * 128:(k + 1) * 128]),
+                                       nl.load(bt[k * 128:(k + 1) * 128]))
+        out = nl.ndarray((64, 96), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=acc)
+        return out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SimulationWarning)  # no "accumulate onto undefined"
+        out = kernel(a, b)
+    np.testing.assert_allclose(out, a.astype(np.float64).T @ b, rtol=1e-4, atol=1e-4)

@@ -16,6 +16,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim.compat.neuronxcc.nki import _buffers, _overflow, _placement, _spill
+from trnsim.compat.neuronxcc.nki._direct_blocks import DirectBlocks
 from trnsim.compat.neuronxcc.nki._emit import issue
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._state import api, context, here
@@ -23,7 +24,7 @@ from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import AllocationError, ConstraintError, KernelError
 from trnsim.memory import Layout, View
 from trnsim.nki.language import _allocate_hbm
-from trnsim.program import SourceLocation
+from trnsim.program import SourceLocation, capture_location
 
 _TARGET = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=(?!=)")
 
@@ -121,10 +122,12 @@ def _allocate_on_chip(
     if space == "psum":  # per tile: block dims (before the partition dim) are separate tiles
         tile = int(math.prod(logical[pdim + 1:])) * dtype.itemsize
         _check_psum_tile(ctx.chip, name, logical, dtype, tile)
-    address = None
+    address = blocks = None
     if direct is not None:
         st.direct_alloc = True
-        address = _direct_address(direct, logical, pdim, dtype)
+        blocks = _direct_addresses(direct, logical, pdim, dtype)
+        if len(blocks) == 1:
+            address, blocks = blocks[0], None
     strides, acc = [0] * len(logical), 1
     for d in reversed(range(len(logical))):
         if d != pdim:
@@ -132,6 +135,11 @@ def _allocate_on_chip(
             acc *= logical[d]
     strides[pdim] = f_total
     base = Layout(dtype, 0, logical, tuple(strides))
+    if blocks is not None:  # each block at its own direct address (_direct_blocks)
+        slots = DirectBlocks(ctx, space, name, parts, f_total // len(blocks), logical[:pdim],
+                             dtype, capture_location(), blocks)
+        st.enter_scope(slots)
+        return tensor.whole(slots, base, pdim)
     if direct is None and math.prod(logical[:pdim]) > 1:
         view = _whole_if_fits(ctx, st, space, (parts, f_total), dtype, name)
         if view is None:  # allocated block by block (see _spill)
@@ -200,14 +208,15 @@ def _check_psum_tile(chip: Any, name: str, shape: tuple[int, ...], dtype: dt.DTy
             f"{limit // 4} fp32; nki-api.md §3.4 TC2): tile the free axis")
 
 
-def _direct_address(
+def _direct_addresses(
     direct: Any, logical: tuple[int, ...], pdim: int, dtype: dt.DType
-) -> tuple[int, int] | None:
-    """Every block's B1 address (validated); the exact address when there is one block."""
+) -> list[tuple[int, int]]:
+    """Every block's B1 address (start partition, element offset), validated, in row-major
+    block order (one entry for a tensor without block dimensions)."""
     blocks = logical[:pdim]
     tile_free = [n for d, n in enumerate(logical) if d > pdim]
     fbytes = int(math.prod(tile_free)) * dtype.itemsize
-    first = None
+    out = []
     for idx in np.ndindex(*blocks) if blocks else [()]:
         p, b = direct.address(tuple(int(i) for i in idx), logical[pdim], fbytes)
         if b % dtype.itemsize:
@@ -215,8 +224,8 @@ def _direct_address(
                 f"ncc.{direct.space}.{direct.kind}: byte address {b} is not "
                 f"a multiple of the {dtype} element size"
             )
-        first = first or (p, b // dtype.itemsize)
-    return first if not blocks else None
+        out.append((p, b // dtype.itemsize))
+    return out
 
 
 # ---------------------------------------------------------------- nl creation functions

@@ -188,7 +188,11 @@ def single(
     def emit(dst: tensor, mode: str) -> None:
         a = dict(attrs)
         if accumulate_attr is not None:
-            a[accumulate_attr] = mode == "accumulate"
+            # `psum += matmul` is the auto rule (None): the first write to a PSUM location
+            # overwrites, later ones add (nki-api.md §6 nc_matmul, "B1/B2 behaviour"); so a
+            # `+=` into a PSUM tile made by nl.ndarray starts from the first product, as
+            # AWS's attention tutorial (attn_fwd_v8a) relies on
+            a[accumulate_attr] = None if mode == "accumulate" else False
         outputs = {out: (dst, out_axes), **dict(extra_outputs or {})}
         run(
             opcode,

@@ -13,6 +13,7 @@ affine_range, marks where the iteration begins for the dependency tracker (_deps
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +36,9 @@ def _bound(v: Any) -> int:
 class B1Range:
     """An iterable of ints that records its iterations in the kernel's loop nest."""
 
-    def __init__(self, kind: str, start: Any, stop: Any = None, step: Any = 1):
+    def __init__(self, kind: str, start: Any, stop: Any = None, step: Any = 1,
+                 directives: Any = None):
+        self.directives = _directives(kind, directives)
         if stop is None:
             start, stop = 0, start
         try:
@@ -55,6 +58,15 @@ class B1Range:
         return f"nl.{self.kind}({r.start}, {r.stop}, {r.step})"
 
     def __iter__(self) -> Iterator[int]:
+        if not self.directives:
+            yield from self._iterations()
+            return
+        with contextlib.ExitStack() as stack:  # e.g. ncc.no_reorder() around the whole loop
+            for d in self.directives:
+                stack.enter_context(d)
+            yield from self._iterations()
+
+    def _iterations(self) -> Iterator[int]:
         ctx, st = context(f"nl.{self.kind}")
         loc = capture_location()
         st.flush()
@@ -85,17 +97,32 @@ class B1Range:
                 st.loops.remove(frame)
 
 
-def affine_range(start: Any, stop: Any = None, step: Any = 1) -> B1Range:
+def _directives(kind: str, directives: Any) -> tuple:
+    """A loop's `directives=`: a compiler directive (`ncc.no_reorder()`, as AWS's attention
+    tutorial passes to sequential_range) or a list of them, entered around the whole loop."""
+    if directives is None:
+        return ()
+    items = tuple(directives) if isinstance(directives, (list, tuple)) else (directives,)
+    for d in items:
+        if not (hasattr(d, "__enter__") and hasattr(d, "__exit__")):
+            raise ConstraintError(
+                f"nl.{kind}: directives={d!r} is not a compiler directive (allowed: "
+                "nki.compiler.no_reorder(), or a list of directives)", capture_location())
+    return items
+
+
+def affine_range(start: Any, stop: Any = None, step: Any = 1, directives: Any = None) -> B1Range:
     """Iterations assumed independent (the compiler may reorder or overlap them); trnsim runs
     them in order and raises if one reads or overwrites another's values."""
-    return B1Range("affine_range", start, stop, step)
+    return B1Range("affine_range", start, stop, step, directives)
 
 
-def sequential_range(start: Any, stop: Any = None, step: Any = 1) -> B1Range:
+def sequential_range(start: Any, stop: Any = None, step: Any = 1,
+                     directives: Any = None) -> B1Range:
     """Iterations in order; loop-carried dependencies allowed."""
-    return B1Range("sequential_range", start, stop, step)
+    return B1Range("sequential_range", start, stop, step, directives)
 
 
-def static_range(start: Any, stop: Any = None, step: Any = 1) -> B1Range:
+def static_range(start: Any, stop: Any = None, step: Any = 1, directives: Any = None) -> B1Range:
     """Fully unrolled at trace time (behaves as sequential_range here)."""
-    return B1Range("static_range", start, stop, step)
+    return B1Range("static_range", start, stop, step, directives)
