@@ -76,6 +76,8 @@ def emit_into(dst: tensor, value: tensor, mode: str) -> bool:
         return False
     if dst.space not in p.dst_spaces:
         return False
+    if p.dst_dtype is not None and dst.dtype != p.dst_dtype:
+        return False  # materialized in its own dtype, then cast into dst
     if tuple(dst.shape) != tuple(p.shape) and (
         not dst.shape
         or not p.shape

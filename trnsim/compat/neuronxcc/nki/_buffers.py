@@ -11,6 +11,7 @@ for kernels whose aliased blocks have disjoint lifetimes (the purpose of mod_all
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,7 @@ class DirectAllocator:
         """(start partition, byte address per partition) of block `idx`. A PSUM function
         returns (bank_id, start_partition, byte_addr), the byte address within the bank
         (nki.compiler.psum.alloc docs); (start_partition, byte_address) is taken too."""
-        got = self.func(idx, pdim_size, fdim_bytes)
+        got = _call_alloc_func(self.func, idx, pdim_size, fdim_bytes)
         psum = self.space == "psum"
         try:
             vals = tuple(int(x) for x in got)
@@ -62,6 +63,21 @@ class DirectAllocator:
                 f"return {form}, got {got!r}"
             ) from e
         return p, b
+
+
+def _call_alloc_func(func: Callable[..., Any], idx: tuple[int, ...], pdim_size: int,
+                     fdim_size: int) -> Any:
+    """func(idx, pdim_size, fdim_size): positionally, or by the documented parameter names
+    when the positions are taken (AWS's allocated SD attention passes
+    `functools.partial(psum_addr, bank_map=...)` for `def psum_addr(bank_map, idx, pdim_size,
+    fdim_size)`)."""
+    try:
+        inspect.signature(func).bind(idx, pdim_size, fdim_size)
+    except TypeError:
+        return func(idx=idx, pdim_size=pdim_size, fdim_size=fdim_size)
+    except ValueError:  # no signature (a builtin): positional
+        pass
+    return func(idx, pdim_size, fdim_size)
 
 
 def _mod_index(idx: tuple[int, ...], tiles: tuple[int, ...]) -> int:

@@ -56,6 +56,7 @@ class Pending:
     domain: tuple[int, ...] | None = None
     out_axes: Axes | None = None
     partition_offset: int = 0  # a fresh result starts here (a PE column tile's PSUM rows)
+    dst_dtype: Any = None  # a destination must have this dtype (else: a fresh tile, then a cast)
 
 
 # ---------------------------------------------------------------- pending results
@@ -75,6 +76,7 @@ def make_pending(
     domain: tuple[int, ...] | None = None,
     out_axes: Axes | None = None,
     partition_offset: int = 0,
+    dst_dtype: Any = None,
 ) -> tensor:
     _, st = context(label or "nki")
     st.flush()
@@ -91,6 +93,7 @@ def make_pending(
         domain,
         out_axes,
         partition_offset,
+        dst_dtype,
     )
     st.pending = t
     return t
@@ -165,10 +168,12 @@ def single(
     extra_outputs: Mapping[str, tuple[Any, Axes | None]] | None = None,
     label: str = "",
     partition_offset: int = 0,
+    exact_dtype: bool = False,
 ) -> tensor:
     """A pending result produced by one instruction writing operand `out` (and possibly
     `extra_outputs`, pre-declared tiles such as reduce_res); a fresh result tile starts at
-    `partition_offset`."""
+    `partition_offset`. `exact_dtype`: the instruction writes only its own dtype, so a
+    destination of another dtype receives it through a cast (B1 inserts one)."""
     loc, loops = here()
     mask = as_mask(mask)
     domain = tuple(shape if domain is None else domain)
@@ -221,6 +226,7 @@ def single(
         domain=domain,
         out_axes=out_axes,
         partition_offset=partition_offset,
+        dst_dtype=dtype if exact_dtype else None,
     )
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import IndexExpr
 from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
@@ -28,6 +30,14 @@ class IndirectAccess:
 
     def __init__(self, base: tensor, key: tuple[Any, ...]):
         positions = [k for k, e in enumerate(key) if isinstance(e, tensor)]
+        lead = positions[0] if len(positions) == 1 else 0
+        if lead and all(isinstance(e, (int, np.integer)) and not isinstance(e, bool)
+                        for e in key[:lead]):
+            # integer indices in front select a sub-tensor whose first dimension is the
+            # indirect one: `data[b, idx_tile, i_f]` (AWS's resize_nearest kernel) is
+            # `data[b][idx_tile, i_f]`
+            base, key = base[tuple(key[:lead])], tuple(key[lead:])
+            positions = [0]
         if len(positions) != 1 or positions[0] != 0:
             raise b1_error(
                 ConstraintError,

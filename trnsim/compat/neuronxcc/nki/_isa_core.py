@@ -14,6 +14,7 @@ import enum
 from typing import Any
 
 from trnsim import dtypes as dt
+from trnsim.compat.neuronxcc.nki import _copy, _create
 from trnsim.compat.neuronxcc.nki import _math as M
 from trnsim.compat.neuronxcc.nki._emit import run, single
 from trnsim.compat.neuronxcc.nki._errors import b1_error
@@ -138,17 +139,28 @@ def nc_transpose(
     vec = eng == "vector" or (eng in (None, "unknown") and p <= 32 and f <= 32)
     if not vec:
         no_pe_transpose("nisa.nc_transpose")
-    return single(
+    # The instruction writes data's dtype; another dtype (dtype=, or a destination of another
+    # dtype: AWS's flash attention transposes bf16 into an fp32 PSUM tile) is a cast after it,
+    # which B1 inserts (nki-api.md nc_transpose)
+    want = _dtype(dtype, x.dtype)
+    out = single(
         "nc_transpose",
         shape=(f, p),
-        dtype=_dtype(dtype, x.dtype),
+        dtype=x.dtype,
         buffer="sbuf" if vec else "psum",
         engine="vector" if vec else "tensor",
         inputs={"data": x},
         axes={"data": (1, 0)},
         mask=input_space_mask(mask, (p, f), (1, 0)) if x.ndim == 2 else mask,
         label="nisa.nc_transpose",
+        exact_dtype=True,
     )
+    if want == x.dtype:
+        return out
+    cast = _copy._tmp_sbuf((f, p), want) if vec else _create.allocate((f, p), want, "psum", "tmp")
+    loc, loops = here()
+    _copy.move(cast, out._ready(), loc=loc, loops=loops, what="nisa.nc_transpose")
+    return cast
 
 
 # ---------------------------------------------------------------- Scalar Engine

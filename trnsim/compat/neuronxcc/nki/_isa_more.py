@@ -84,6 +84,13 @@ def affine_select(
         )
     expr, op = pred.terms[0]
     shape = tuple(x.shape)
+    if x.space == "psum":
+        # GpSimd reads SBUF only; AWS's flash attention (nki-samples attention.py) selects
+        # from the matmul's PSUM tile, which the B1 compiler stages through SBUF: so here
+        loc, loops = here()
+        staged = _copy._tmp_sbuf(shape, x.dtype)
+        _copy.move(staged, x, loc=loc, loops=loops, what="nisa.affine_select")
+        x = staged
     _, coefs = expr.aligned(len(shape))
     pattern = [[c, n] for c, n in zip(coefs[1:], shape[1:], strict=True)]
     return single(

@@ -264,8 +264,12 @@ def matmul_pending(
     stationary: tensor, moving: tensor, mask: Any, api_name: str, attrs: dict | None = None
 ) -> tensor:
     """stationary.T @ moving into PSUM (fp32), accumulating under `psum += ...`."""
+    # TensorE reads SBUF only: a PSUM operand is staged through SBUF, as the B1 compiler does
+    # (AWS's flash attention backward multiplies an unassigned nc_transpose result, in PSUM)
     if moving.space == "psum":
         moving = M.to_sbuf(moving)
+    if stationary.space == "psum":
+        stationary = M.to_sbuf(stationary)
     k1, k2 = stationary.shape[0], moving.shape[0]
     if k1 != k2:
         raise b1_error(
@@ -375,11 +379,10 @@ def where(
     odt = M.out_dtype(dtype, base)
     loc, loops = here()
     m = as_mask(mask)
-    pred = (
-        cond
-        if cond.dtype.name in ("uint8", "uint16", "uint32", "int8", "int16")
-        else _as_predicate(cond)
-    )
+    # tensor_copy_predicated takes uint8/16/32 predicates (nki-api.md); any other condition
+    # (bool results, int8 masks as AWS's select_and_scatter makes with nl.equal(dtype=int8),
+    # floats) becomes a uint8 predicate of its non-zero elements first
+    pred = cond if cond.dtype.name in ("uint8", "uint16", "uint32") else _as_predicate(cond)
 
     def steps(dst: tensor, mode: str) -> None:
         if isinstance(ys, tensor):

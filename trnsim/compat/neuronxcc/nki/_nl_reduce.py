@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import linecache
 import sys
+import textwrap
 from typing import Any
 
 from trnsim import dtypes as dt
@@ -307,10 +308,8 @@ def _assignment_target(frame: Any) -> Any:
     """The current value of what the calling line assigns to: the variable (`b = ...`), or
     the access it subscripts (`b[i, nl.arange(128)[:, None], 0] = ...`: one block of a
     block-dimension tensor), evaluated in the caller's frame."""
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-    try:
-        node = ast.parse(line).body[0]
-    except (SyntaxError, IndexError):
+    node = _statement_at(frame.f_code.co_filename, frame.f_lineno)
+    if node is None:
         return None
     targets = (
         node.targets
@@ -329,4 +328,22 @@ def _assignment_target(frame: Any) -> Any:
             tree = ast.fix_missing_locations(ast.Expression(load))
             expr = compile(tree, frame.f_code.co_filename, "eval")
             return eval(expr, frame.f_globals, frame.f_locals)  # the user's own target
+    return None
+
+
+def _statement_at(filename: str, lineno: int) -> Any:
+    """The statement that starts on `lineno`, also when it continues over the next lines
+    (`b[i] = nl.loop_reduce(\n x, op=np.add, ...)`, as AWS's flash attention backward
+    writes it): the shortest run of lines from there that parses."""
+    lines = []
+    for k in range(lineno, lineno + 32):
+        line = linecache.getline(filename, k)
+        if not line:
+            break
+        lines.append(line)
+        try:
+            body = ast.parse(textwrap.dedent("".join(lines))).body
+        except SyntaxError:
+            continue
+        return body[0] if body else None
     return None
