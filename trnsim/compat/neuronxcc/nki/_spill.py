@@ -25,8 +25,8 @@ placed whole holds its memory to the end, where the compiler's liveness-based al
 it. Which block is evicted: the one whose value is needed again last, known from a first run
 of the launch (rule evict_by_next_use, _nextuse.py); without the rule (and in that first run)
 the least recently used one (BlockPool.evict_one). The compiler's order is not documented.
-Reading a PSUM block after its eviction raises UnsupportedError (PSUM spills are not
-simulated). Knows blocks and slots; instructions go through NeuronCore.issue.
+A live PSUM block that is evicted is copied to an SBUF area and back (_psum_spill: DMAs do not
+reach PSUM). Knows blocks and slots; instructions go through NeuronCore.issue.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from collections import OrderedDict
 from typing import Any
 
 from trnsim import dtypes as dt
-from trnsim.compat.neuronxcc.nki import _refetch
+from trnsim.compat.neuronxcc.nki import _psum_spill, _refetch
 from trnsim.compat.neuronxcc.nki._nextuse import NEVER, NextUse, block_key
 from trnsim.compat.neuronxcc.nki._placement import Placement
 from trnsim.errors import AllocationError, UnsupportedError
@@ -287,6 +287,8 @@ class BlockSlots:
             self.slots.pop(block).buffer.release()
             self.pool.forget(self, block)
         self.dirty.clear()
+        if self.space == "psum":
+            _psum_spill.release(self)
 
     # ---------------------------------------------------------------- access
     def view(self, lay: Layout, mode: str) -> View:
@@ -333,12 +335,10 @@ class BlockSlots:
         loc, loops = capture_location(), tuple(self.ctx.loops)
         core = self.ctx.core
         if block in self.saved and not whole_write:
-            if self.space != "sbuf":
-                raise UnsupportedError(
-                    f"{self.block_label(block)} was evicted from PSUM while live: PSUM "
-                    "spills are not simulated (fewer PSUM blocks live at once fit)",
-                    loc,
-                )
+            if self.space != "sbuf":  # a PSUM block spilled to SBUF (_psum_spill)
+                _psum_spill.reload(self, block, slot)
+                self.slots[block] = slot
+                return slot
             key = (self.serial, block)
             self.pool.returns += 1
             pieces = _refetch.clean_pieces(self, block) if self.pool.refetch_clean else None
@@ -429,7 +429,7 @@ class BlockSlots:
                 loops=tuple(self.ctx.loops),
             )
         elif block in self.dirty:
-            self.saved[block] = slot  # a PSUM value that is lost: reading it again raises
+            _psum_spill.save(self, block, slot)  # PSUM -> an SBUF area (DMAs do not reach PSUM)
         self.dirty.discard(block)
         slot.buffer.release()
 
