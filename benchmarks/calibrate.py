@@ -368,7 +368,9 @@ def main() -> None:
     priors = [p.prior for p in PARAMS]
     discrete = tuple(k for k, p in enumerate(PARAMS) if p.values)
     x_all = fit(table, axes, measured, everyone, priors=priors, discrete=discrete)
-    fitted = {p.key: float(v) for p, v in zip(PARAMS, x_all, strict=True)}
+    # as written into the chip file (two decimals), so the in-sample figures are re-timed at
+    # the values the chip then has
+    fitted = {p.key: round(float(v), 2) for p, v in zip(PARAMS, x_all, strict=True)}
     loo = []
     for j in range(len(CAL)):
         use = everyone.copy()
