@@ -34,6 +34,12 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   by running a launch that read evicted blocks again a second time with the first run's
   accesses (trnsim/compat/neuronxcc/nki/_nextuse.py). Off: least recently used. Acts on the
   program record like refetch_clean_blocks.
+- reuse_loads: a DMA load from HBM into SBUF that reads the same HBM bytes, in the same layout,
+  into a tile of the same shape, dtype and partitions as one of the core's last
+  `timing.load_reuse_window` loads, with neither those HBM bytes nor that load's SBUF tile
+  written since, is not issued: the compiler keeps the tile it loaded, and the readers of the
+  second load wait for the first. The window (in loads, program order) is a chip number,
+  `timing.load_reuse_window`; 0 (no reuse, the rule inert) on every chip until a fit adopts it.
 """
 
 from __future__ import annotations
@@ -67,11 +73,12 @@ class CompilerRules:
     psum_port_placement: bool = True
     refetch_clean_blocks: bool = True
     evict_by_next_use: bool = True
+    reuse_loads: bool = True
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False, False, False, False)
+        return cls(False, False, False, False, False, False, False, False, False)
 
 
 def _data_path() -> Path:
@@ -160,6 +167,83 @@ def dropped_zero_fills(program: Sequence[Instruction]) -> set[int]:
             if dst.region.space == "psum":
                 box = _box(dst)
                 pending[ins.index] = (ins.core, box, (box[1] - box[0]) * (box[3] - box[2]), set())
+    return out
+
+
+# ---------------------------------------------------------------- loads kept resident
+_SBUF_BUCKET = 2048  # bytes per partition: granularity of the index of resident tiles
+_HBM_BUCKET = 1 << 20  # bytes: granularity of the index of their HBM sources
+
+
+def _load_key(ins: Instruction) -> tuple | None:
+    """What identifies the data a plain HBM -> SBUF load brings, and where: its core, source
+    bytes and layout, and the destination tile's shape, dtype, partitions and stride (None for
+    any other instruction, spill reloads included)."""
+    if ins.opcode != "dma_copy" or len(ins.reads) != 1 or len(ins.writes) != 1:
+        return None
+    s, d = ins.reads[0], ins.writes[0]
+    if s.region.space != "hbm" or d.region.space != "sbuf" or ins.attrs.get("spill_reload"):
+        return None
+    r, q = s.region, d.region
+    return (ins.core, r.byte_start, r.byte_end, s.pattern, s.dtype, s.shape, s.inner_stride_bytes,
+            d.dtype, d.shape, q.partition_start, q.partitions, d.inner_stride_bytes)
+
+
+def reused_loads(program: Sequence[Instruction], window: int) -> dict[int, int]:
+    """Loads not issued (rule reuse_loads) -> the issued load whose tile they reuse.
+
+    In program order, per core: a load whose key (_load_key) one of the last `window` loads
+    had, with no write since to that load's SBUF tile or to the HBM bytes it read, reuses it
+    (a reused load's tile then stands for the data, so a chain of them reuses the first)."""
+    out: dict[int, int] = {}
+    if window <= 0:
+        return out
+    live: dict[tuple, tuple] = {}  # key -> (SBUF box, load ordinal, root, its index entries)
+    index: dict[tuple, set] = {}  # ("sbuf", core, bucket) / ("hbm", bucket) -> live keys
+    loads: dict[int, int] = {}  # core -> loads so far
+
+    def forget(k: tuple) -> None:
+        for e in live.pop(k)[3]:
+            index[e].discard(k)
+
+    for ins in program:
+        key = _load_key(ins)
+        if key is not None:
+            n = loads[ins.core] = loads.get(ins.core, 0) + 1
+            got = live.get(key)
+            root = ins.index
+            if got is not None:
+                if n - got[1] <= window:
+                    root = out[ins.index] = got[2]
+                forget(key)
+        for o in ins.writes:
+            r = o.region
+            if r.space == "hbm":
+                lo, hi = r.byte_start // _HBM_BUCKET, (r.byte_end - 1) // _HBM_BUCKET
+                near = (live if hi - lo >= len(live) else
+                        {k for b in (-1, *range(lo, hi + 1)) for k in index.get(("hbm", b), ())})
+                hit = [k for k in near if k[1] < r.byte_end and r.byte_start < k[2]]
+            elif r.space == "sbuf":
+                box = _box(o)
+                lo, hi = r.byte_start // _SBUF_BUCKET, (r.byte_end - 1) // _SBUF_BUCKET
+                near = (live if hi - lo >= len(live) else
+                        {k for b in range(lo, hi + 1) for k in index.get(("sbuf", r.core, b), ())})
+                hit = [k for k in near if k[0] == r.core and _inter(live[k][0], box)]
+            else:
+                continue
+            for k in hit:
+                forget(k)
+        if key is not None:
+            dst = ins.writes[0].region
+            box = _box(ins.writes[0])
+            entries = [("sbuf", dst.core, b)
+                       for b in range(box[2] // _SBUF_BUCKET, (box[3] - 1) // _SBUF_BUCKET + 1)]
+            lo, hi = key[1] // _HBM_BUCKET, (key[2] - 1) // _HBM_BUCKET
+            # (a source spread over many buckets, e.g. rows far apart, is checked on every write)
+            entries += [("hbm", b) for b in range(lo, hi + 1)] if hi - lo < 64 else [("hbm", -1)]
+            for e in entries:
+                index.setdefault(e, set()).add(key)
+            live[key] = (box, n, root, entries)
     return out
 
 

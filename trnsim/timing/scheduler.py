@@ -27,6 +27,7 @@ from trnsim.timing.compiler import (
     place_engines,
     place_scalar_equivalents,
     reuse_stationary,
+    reused_loads,
 )
 from trnsim.timing.costs import CostTable
 from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
@@ -72,7 +73,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
     def _compile(self, program: list[Instruction]) -> list[Instruction]:
         """The compiler rules that rewrite the record before timing (timing/compiler.py):
         engine placement and ScalarE equivalents (a copy of the list with moved instructions)
-        and dropped zero-fills."""
+        and dropped zero-fills and reused loads."""
         rules = self.rules
         if rules.place_unknown_engine and any(ins.engine_unknown for ins in program):
             period, cost = self.period, self.costs.cost
@@ -84,6 +85,9 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         if rules.scalar_equivalent:
             program = place_scalar_equivalents(program)
         self._dropped = dropped_zero_fills(program) if rules.drop_psum_zero_fill else set()
+        window = int(self.chip.timing.get("load_reuse_window", 0))
+        self._reused = reused_loads(program, window) if rules.reuse_loads else {}
+        self._dropped = self._dropped | set(self._reused)
         return program
 
     # ------------------------------------------------------------ preparation
@@ -129,9 +133,12 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if dma:
                 plan, trigger = self.statics.dma(ins)
                 key = (core, plan.issuer)
-                tl_dma[i] = (plan, -1, -1)
-                kinds[i] = kind = DMA
-                ticks[i] = (trigger, 0)
+                if i in self._reused:  # not issued: a zero-length bar on its trigger queue
+                    kinds[i] = kind = COMPUTE
+                else:
+                    tl_dma[i] = (plan, -1, -1)
+                    kinds[i] = kind = DMA
+                    ticks[i] = (trigger, 0)
             else:
                 eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
                 kinds[i] = kind
@@ -152,11 +159,13 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if ins.deps:
                 ideps.extend((j, FLOW, "") for j in ins.deps if 0 <= j < i)
             if dropped:
-                # A dropped zero-fill's dependants wait for what it would have waited for.
+                # A dropped zero-fill's dependants wait for what it would have waited for, a
+                # reused load's for the load whose tile it reuses.
                 if any(d[0] in forward for d in ideps):
                     ideps = [e for d in ideps for e in forward.get(d[0], (d,))]
                 if i in dropped:
-                    forward[i] = ideps
+                    root = self._reused.get(i)
+                    forward[i] = ideps if root is None else [(root, FLOW, "")]
                     ideps = []
                     ticks[i], self._port_keys[i], tl_costs[i] = (0, 0), None, None
             if full_deps:
