@@ -137,3 +137,30 @@ def test_psum_accumulate_into_an_uninitialized_tile_starts_from_the_first_produc
         warnings.simplefilter("error", SimulationWarning)  # no "accumulate onto undefined"
         out = kernel(a, b)
     np.testing.assert_allclose(out, a.astype(np.float64).T @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_direct_allocation_in_a_loop_body_is_declared_once():
+    """B1 traces a loop body once: a Python address counter advanced after each declaration
+    (AWS's allocated SD attention) advances once, so every iteration's tile sits where the
+    first one's does; blocks are placed at the declaration, so a tensor declared at another's
+    address reads what that one wrote (no fresh undefined bytes at its first access)."""
+    starts = []
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((4, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        cur = 1024
+        for i in nl.affine_range(4):
+            t = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32,
+                           buffer=ncc.sbuf.mod_alloc(base_addr=cur, num_free_tiles=(2,)))
+            alias = nl.ndarray((2, nl.par_dim(128), 64), dtype=nl.float32,
+                               buffer=ncc.sbuf.mod_alloc(base_addr=cur, num_free_tiles=(2,)))
+            cur += 2 * 64 * 4
+            t[0] = nl.load(x[:, i * 64:(i + 1) * 64])
+            starts.append(t._buf.slots[0].buffer.byte_start)
+            nl.store(out[i], value=nl.copy(alias[0]))
+        return out
+
+    out = kernel(X)
+    np.testing.assert_array_equal(out, X[:, :256].reshape(128, 4, 64).transpose(1, 0, 2))
+    assert starts == [1024] * 4

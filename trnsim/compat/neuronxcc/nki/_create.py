@@ -125,7 +125,7 @@ def _allocate_on_chip(
     address = blocks = None
     if direct is not None:
         st.direct_alloc = True
-        blocks = _direct_addresses(direct, logical, pdim, dtype)
+        blocks = _traced_once(st, _direct_addresses(direct, logical, pdim, dtype))
         if len(blocks) == 1:
             address, blocks = blocks[0], None
     strides, acc = [0] * len(logical), 1
@@ -206,6 +206,23 @@ def _check_psum_tile(chip: Any, name: str, shape: tuple[int, ...], dtype: dt.DTy
             f"{what} {list(shape)} {dtype.name}: {nbytes} bytes per partition; a PSUM tile "
             f"fits {fits} per partition on {chip.name} (psum_fmax: "
             f"{limit // 4} fp32; nki-api.md §3.4 TC2): tile the free axis")
+
+
+def _traced_once(st: Any, blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The addresses of a direct allocation inside a loop body: those of the body's first
+    run. B1 traces a loop body once (nki-api.md §4.3), so a declaration in it is one tensor,
+    and Python state its allocation function reads advances once per declaration, not per
+    iteration (AWS's allocated SD attention adds each tile's size to a `cur_addr` counter in
+    its loop body); trnsim runs the body per iteration, so later runs take the first one's."""
+    if not st.loops:
+        return blocks
+    loc = capture_location()
+    if loc is None:
+        return blocks
+    key = (loc.filename, loc.lineno,
+           tuple((f.loc.filename, f.loc.lineno) if f.loc is not None else f.kind
+                 for f in st.loops))
+    return st.__dict__.setdefault("traced_direct", {}).setdefault(key, blocks)
 
 
 def _direct_addresses(

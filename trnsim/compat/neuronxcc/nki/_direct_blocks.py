@@ -5,7 +5,7 @@ num_bank_tiles=(1, 7)))` asks for B0 x B1 logical blocks cycling over 7 physical
 (nki-api.md §3.3: "mod_alloc cycles logical blocks over num_free_tiles/num_par_tiles physical
 tiles"); AWS's attention tutorial (attn_fwd_v9/v10) declares 32 x 8 blocks of a 2 KiB bank
 that way. The tensor is then stored as its blocks, each placed at its (start partition, byte
-address) when first accessed; blocks that share an address share bytes, as on hardware, so a
+address) at the declaration; blocks that share an address share bytes, as on hardware, so a
 kernel whose aliased blocks have overlapping lifetimes computes what the hardware computes.
 Nothing is evicted or spilled: the user owns placement.
 """
@@ -28,6 +28,13 @@ class DirectBlocks(BlockSlots):
         super().__init__(ctx, space, name, parts, block_elems, len(addresses), blocks, dtype,
                          loc)
         self.addresses = addresses  # row-major block -> (start partition, element offset)
+        # Every block is placed (and its bytes made undefined) at the declaration, as the
+        # hardware's direct allocation claims them then: placing a block at its first access
+        # would overwrite what an aliased tensor wrote there in between.
+        for block, address in enumerate(addresses):
+            self.slots[block] = ctx.core.allocate(
+                space, (parts, block_elems), dtype, name=self.block_label(block),
+                address=address, loc=loc)
 
     @property
     def label(self) -> TensorLabel:
@@ -41,11 +48,7 @@ class DirectBlocks(BlockSlots):
 
     def view(self, lay: Layout, mode: str) -> View:
         block, local = self._locate(lay)
-        slot = self.slots.get(block)
-        if slot is None:
-            slot = self.slots[block] = self.ctx.core.allocate(
-                self.space, (self.partitions, self.block_elems), self.dtype,
-                name=self.block_label(block), address=self.addresses[block], loc=self.loc)
+        slot = self.slots[block]
         if mode != "read":
             self.written.add(block)
         return View(slot.buffer, local)

@@ -1,0 +1,1 @@
+"""See torch_xla/__init__.py."""
