@@ -152,9 +152,9 @@ class _Space:
                 o.link(n)
         if pitch:
             by = self.by_pitch.get(pitch)
-            if by is None:  # cells of about the first region's rows and a quarter of its run
+            if by is None:  # cells of about the first region's rows and half to all of its run
                 rows = (b1 - 1) // pitch - b0 // pitch + 1
-                shifts = ((rows - 1).bit_length(), max(0, run.bit_length() - 3))
+                shifts = ((rows - 1).bit_length(), max(0, run.bit_length() - 1))
                 by = self.by_pitch[pitch] = [{}, {}, [], shifts]
             by[2].append(n)
             _file(by[1], n, _cells(b0, b1, run, pitch, by[3]))
