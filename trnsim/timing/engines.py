@@ -5,6 +5,7 @@ throttles, DMA system) these methods read and advance."""
 
 from __future__ import annotations
 
+from trnsim.timing.deps import ANTI
 from trnsim.timing.timeline import EngineQueue
 
 
@@ -12,24 +13,36 @@ class EngineIssueMixin:
     """Scheduler._issue_*: each returns False while the instruction is not ready."""
 
     def _issue_compute(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
+        tl = self._tl
+        # self._ready(i, qid), inlined (the most frequent issue)
+        end, release = tl.end, self._release
+        latest, blocker = -self.sem, -1
+        for j, kind, _ in tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                w = self._waiters[j]
+                if w is None:
+                    self._waiters[j] = [qid]
+                else:
+                    w.append(qid)
+                return False
+            if t > latest:
+                latest, blocker = t, j
+        ready = latest + self.sem
         ii, lat = self._ticks[i]
         free = q.free
         t = free if free > ready else ready
         ports = self._port_keys[i]
         if ports is not None:
             t = self.ports.reserve(ports, q.engine, t, ii)
-        tl = self._tl
         if ready > free:
             tl.wait[i], tl.blocker[i] = ready - free, blocker
         tl.start[i], tl.issue_end[i] = t, t + ii
         q.free, q.last = t + ii, i
-        end = t + lat
-        if end > q.cum:
-            q.cum = end
-        self._complete(i, end, q.cum)
+        done = t + lat
+        if done > q.cum:
+            q.cum = done
+        self._complete(i, done, q.cum)
         return True
 
     def _issue_after_table_load(self, i: int, qid: int, q: EngineQueue) -> bool:
