@@ -118,7 +118,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         # ticks, 0).
         self._ticks = ticks = [(0, 0)] * n
         self._port_keys: list[tuple | None] = [None] * n
-        access = DependencyTracker().access
+        tracker = DependencyTracker()
+        access = tracker.access
         self.order_deps: list[list[tuple[int, str, str]]] = []
         order_deps = self.order_deps
         record, qids, queues = self.costs.record, self._qid, self._queues
@@ -146,12 +147,12 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     self._add_barrier(i, core, ins.attrs.get("barrier_domain", 0))
                 key = (core, eng)
                 tl_costs[i] = cost
-            tl_queue[i] = key
             qid = qids.get(key)
             if qid is None:
                 qid = qids[key] = len(queues)
                 queues.append(EngineQueue(key))
             q = queues[qid]
+            tl_queue[i] = key = q.key  # one tuple per queue, not per instruction
             # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
             # of order), and so is every instruction when the order may change.
             dq = -1 - i if kind == DMA or full_deps else qid
@@ -185,6 +186,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
+        tracker.close()
         if full_deps:
             self._base_ticks = list(ticks)  # before VectorE's overhead, which depends on order
             self._static = static
