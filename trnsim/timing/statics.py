@@ -11,7 +11,6 @@ much only misses the cache, one that says too little would time the wrong instru
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from trnsim.chipspec import ChipSpec
 from trnsim.program import Instruction
@@ -25,6 +24,9 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 COMPUTE, TENSOR, DMA, BARRIER, TABLE_LOAD = range(5)
 _PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MISSING = object()
+# The attrs plan_dma and the trigger cost read.
+_DMA_ATTRS = ("dge_mode", "queue_engine", "engine", "spill_reload", "cc_extra_latency_ns",
+              "cc_rate_gbps")
 
 
 class Statics:
@@ -42,20 +44,36 @@ class Statics:
 
         Cached under what the cost models read (not addresses: a tile shape at another address
         hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
-        sig, got = _lookup(self._compute, _compute_signature(ins))
+        sig = _compute_signature(ins)
+        try:
+            got = self._compute.get(sig)
+        except TypeError:  # an attr that is not plain data: nothing is cached
+            sig = got = None
         if got is None:
-            # The last item caches port keys by operand addresses, for this signature only.
-            got = (*self._compute_uncached(ins), {})
+            eng, kind, cost, ticks = self._compute_uncached(ins)
+            # Port keys depend on the engine, the operands' spaces (in the signature) and, on
+            # NC-v3+, the PSUM operands' banks: with no PSUM operand they are the signature's;
+            # else cached by the PSUM operands' addresses, for this signature only.
+            if eng not in _PORT_ENGINES:
+                ports = None
+            elif self.chip.nc_version <= 2 or not any(
+                o.region.space == "psum" for o in ins.reads + ins.writes
+            ):
+                ports = self.ports.keys_of(ins, eng, cost)
+            else:
+                ports = {}
+            got = (eng, kind, cost, ticks, ports)
             if sig is not None:
                 self._compute[sig] = got
-        eng, kind, cost, ticks, port_cache = got
-        if eng not in _PORT_ENGINES:
-            return eng, kind, cost, ticks, None
+        ports = got[4]
+        if type(ports) is not dict:
+            return got
+        eng, kind, cost, ticks, _ = got
         starts = tuple([o.region.byte_start for o in ins.reads + ins.writes])
-        ports = port_cache.get(starts, _MISSING)
-        if ports is _MISSING:
-            ports = port_cache[starts] = self.ports.keys_of(ins, eng, cost)
-        return eng, kind, cost, ticks, ports
+        keys = ports.get(starts, _MISSING)
+        if keys is _MISSING:
+            keys = ports[starts] = self.ports.keys_of(ins, eng, cost)
+        return eng, kind, cost, ticks, keys
 
     def _compute_uncached(self, ins: Instruction) -> tuple:
         # Control instructions recorded on "dma" (register_load/store) run in the Sync engine's
@@ -77,7 +95,11 @@ class Statics:
 
     def dma(self, ins: Instruction) -> tuple[DmaPlan, int]:
         """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
-        sig, got = _lookup(self._dma, _dma_signature(ins))
+        sig = _dma_signature(ins)
+        try:
+            got = self._dma.get(sig)
+        except TypeError:  # (as in compute)
+            sig = got = None
         if got is None:
             params = self.costs.record(ins.opcode)[1]
             plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
@@ -95,15 +117,6 @@ class Statics:
             if sig is not None:
                 self._dma[sig] = got
         return got
-
-
-def _lookup(cache: dict, sig: tuple) -> tuple[tuple | None, Any]:
-    """(sig, cached value or None); sig None when it cannot be hashed (an attr that is not
-    plain data): then nothing is cached for that instruction."""
-    try:
-        return sig, cache.get(sig)
-    except TypeError:
-        return None, None
 
 
 def _compute_signature(ins: Instruction) -> tuple:
@@ -124,10 +137,8 @@ def _dma_signature(ins: Instruction) -> tuple:
     """What plan_dma reads, as one flat tuple (unhashable if an attr is, as _compute_signature).
     Attrs are taken raw (an enum member, not its name): at worst an extra cache miss, never a
     wrong hit."""
-    a = ins.attrs
     key = [ins.opcode, ins.engine, len(ins.reads)]
-    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"),
-            a.get("cc_extra_latency_ns"), a.get("cc_rate_gbps"))
+    key += map(ins.attrs.get, _DMA_ATTRS)
     for o in ins.reads + ins.writes:
         k = o.__dict__.get("_dma_key")  # (as _compute_signature's cost keys)
         if k is None:
