@@ -8,6 +8,8 @@ from __future__ import annotations
 from trnsim.timing.deps import ANTI
 from trnsim.timing.timeline import EngineQueue
 
+_LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
+
 
 class EngineIssueMixin:
     """Scheduler._issue_*: each returns False while the instruction is not ready."""
@@ -55,9 +57,34 @@ class EngineIssueMixin:
         return self._issue_compute(i, qid, q)
 
     def _issue_tensor(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ls_ready, ready, blocker = self._ready_tensor(i, qid)
-        if ready < 0:
+        tl = self._tl
+        # self._ready_tensor(i, qid), inlined: LoadStationary waits for its operands'
+        # producers, MultiplyMoving for all
+        end, release, sem = tl.end, self._release, self.sem
+        latest = ls_latest = -sem
+        blocker = first_missing = ls_missing = -1
+        for j, kind, operand in tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                if operand in _LS_OPERANDS:
+                    ls_missing = j
+                    break
+                if first_missing < 0:
+                    first_missing = j
+                continue
+            if t > latest:
+                latest, blocker = t, j
+            if t > ls_latest and operand in _LS_OPERANDS:
+                ls_latest = t
+        missing = ls_missing if ls_missing >= 0 else first_missing
+        if missing >= 0:
+            w = self._waiters[missing]
+            if w is None:
+                self._waiters[missing] = [qid]
+            else:
+                w.append(qid)
             return False
+        ls_ready, ready = ls_latest + sem, latest + sem
         ii, lat, ls_ii, ls_lat, cells = self._ticks[i]
         # Two weight buffers per PE cell: LoadStationary loads in the background once the
         # previous MultiplyMoving on its cells has started (freeing the other buffer); the pair
@@ -70,7 +97,6 @@ class EngineIssueMixin:
         free_before = pe.free_at(cells)
         mm_t = max(free_before, ready, ls_issue_end, q.mm_start)
         mm_ii = self._throttles[q.key[0]].stretch(mm_t, ii)
-        tl = self._tl
         tl.ls[i] = (ls_t, ls_t + ls_lat)
         q.free = ls_issue_end
         q.mm_start = mm_t
@@ -87,10 +113,22 @@ class EngineIssueMixin:
         return True
 
     def _issue_dma(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
         tl = self._tl
+        # self._ready(i, qid), inlined (as in _issue_compute)
+        end, release = tl.end, self._release
+        latest, blocker = -self.sem, -1
+        for j, kind, _ in tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                w = self._waiters[j]
+                if w is None:
+                    self._waiters[j] = [qid]
+                else:
+                    w.append(qid)
+                return False
+            if t > latest:
+                latest, blocker = t, j
+        ready = latest + self.sem
         plan = tl.dma[i][0]
         free = q.free
         t = free if free > ready else ready

@@ -38,9 +38,7 @@ from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TABLE_LOAD, TENSOR, Sta
 from trnsim.timing.throttle import Throttle
 from trnsim.timing.timeline import EngineQueue, Timeline, base_clock_mhz
 
-_LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 _NOT_READY = (-1, -1)
-_NOT_READY3 = (-1, -1, -1)
 
 class Scheduler(BarrierMixin, EngineIssueMixin):
     """Times a program record on a chip. One use: `Scheduler(chip).run(program)`.
@@ -339,35 +337,6 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if t > latest:
                 latest, blocker = t, j
         return latest + self.sem, blocker
-
-    def _ready_tensor(self, i: int, qid: int) -> tuple[int, int, int]:
-        """_ready for LoadStationary (its operands' producers) and MultiplyMoving (all), in one
-        pass: (LS ready, MM ready, MM blocker), or _NOT_READY3 (waiting as for LS, then MM)."""
-        end, release = self._tl.end, self._release
-        latest = ls_latest = -self.sem
-        blocker = first_missing = ls_missing = -1
-        for j, kind, operand in self._tl.deps[i]:
-            t = release[j] if kind == ANTI else end[j]
-            if t < 0:
-                if operand in _LS_OPERANDS:
-                    ls_missing = j
-                    break
-                if first_missing < 0:
-                    first_missing = j
-                continue
-            if t > latest:
-                latest, blocker = t, j
-            if t > ls_latest and operand in _LS_OPERANDS:
-                ls_latest = t
-        missing = ls_missing if ls_missing >= 0 else first_missing
-        if missing >= 0:
-            w = self._waiters[missing]
-            if w is None:
-                self._waiters[missing] = [qid]
-            else:
-                w.append(qid)
-            return _NOT_READY3
-        return ls_latest + self.sem, latest + self.sem, blocker
 
     def _drain(self, qid: int) -> None:
         """Issue queue qid's instructions in order until one must wait."""
