@@ -122,6 +122,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         order_deps = self.order_deps
         record, qids, queues = self.costs.record, self._qid, self._queues
         tl_deps, tl_queue, tl_dma, tl_costs = tl.deps, tl.queue, tl.dma, tl.costs
+        port_keys, dma_statics = self._port_keys, self.statics.dma
+        compute_statics = self.statics.compute
         static = int(self.chip.timing["vector_static_overhead_cycles"]) * self.period["vector"]
         is_dma: dict[str, bool] = {}  # opcode -> timed as a DMA
         for ins in program:
@@ -130,16 +132,16 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if dma is None:
                 dma = is_dma[opcode] = record(opcode)[0].model == "dma"
             if dma:
-                plan, trigger = self.statics.dma(ins)
+                plan, dma_ticks, unscheduled = dma_statics(ins)
                 key = (core, plan.issuer)
                 if i in self._reused:  # not issued: a zero-length bar on its trigger queue
                     kinds[i] = kind = COMPUTE
                 else:
-                    tl_dma[i] = (plan, -1, -1)
+                    tl_dma[i] = unscheduled
                     kinds[i] = kind = DMA
-                    ticks[i] = (trigger, 0)
+                    ticks[i] = dma_ticks
             else:
-                eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
+                eng, kind, cost, ticks[i], port_keys[i] = compute_statics(ins)
                 kinds[i] = kind
                 if kind == BARRIER:
                     self._add_barrier(i, core, ins.attrs.get("barrier_domain", 0))
@@ -166,7 +168,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     root = self._reused.get(i)
                     forward[i] = ideps if root is None else [(root, FLOW, "")]
                     ideps = []
-                    ticks[i], self._port_keys[i], tl_costs[i] = (0, 0), None, None
+                    ticks[i], port_keys[i], tl_costs[i] = (0, 0), None, None
             if full_deps:
                 order_deps.append(ideps)
                 if kind != DMA and ideps:  # (DMAs complete out of order: they keep every wait)

@@ -37,7 +37,7 @@ class Statics:
     ) -> None:
         self.chip, self.period, self.costs, self.ports = chip, period, costs, ports
         self._compute: dict[tuple, tuple] = {}  # signature -> what compute() returns
-        self._dma: dict[tuple, tuple[DmaPlan, int]] = {}
+        self._dma: dict[tuple, tuple] = {}
 
     def compute(self, ins: Instruction) -> tuple:
         """(engine, kind, cost, (II, latency) in ticks, port keys) of a non-DMA instruction.
@@ -93,8 +93,9 @@ class Statics:
             return eng, kind, cost, ticks
         return eng, kind, cost, (cost.ii * p, cost.latency * p)
 
-    def dma(self, ins: Instruction) -> tuple[DmaPlan, int]:
-        """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
+    def dma(self, ins: Instruction) -> tuple[DmaPlan, tuple[int, int], tuple[DmaPlan, int, int]]:
+        """A DMA's plan, its trigger's (issue ticks, 0) and (plan, -1, -1) (its Timeline entry
+        before it issues; the tuples are shared), cached by what planning reads."""
         sig = _dma_signature(ins)
         try:
             got = self._dma.get(sig)
@@ -113,7 +114,7 @@ class Statics:
                 )
             else:
                 cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
-            got = (plan, math.ceil(cycles) * self.period.get(plan.issuer, 1))
+            got = (plan, (math.ceil(cycles) * self.period.get(plan.issuer, 1), 0), (plan, -1, -1))
             if sig is not None:
                 self._dma[sig] = got
         return got
