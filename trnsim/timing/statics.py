@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from trnsim.chipspec import ChipSpec
+from trnsim.layout import token
 from trnsim.program import Instruction
 from trnsim.timing.costs import CostTable, operand_cost_key
 from trnsim.timing.dma import DmaPlan, plan_dma
@@ -126,10 +127,12 @@ def _compute_signature(ins: Instruction) -> tuple:
     recorded order: at worst an extra cache miss."""
     key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
     for o in ins.reads + ins.writes:
-        k = o.__dict__.get("_cost_key")  # (records are immutable and shared: kept on them)
+        # Kept on the record (records are immutable and shared) as a KeyToken: one
+        # identity-hashed object per value, so the signature hashes a pointer per operand.
+        k = o.__dict__.get("_cost_key")
         if k is None:
-            k = o.__dict__["_cost_key"] = operand_cost_key(o)
-        key += k
+            k = o.__dict__["_cost_key"] = token(operand_cost_key(o))
+        key.append(k)
     key += ins.attrs.items()
     return tuple(key)
 
@@ -141,15 +144,15 @@ def _dma_signature(ins: Instruction) -> tuple:
     key = [ins.opcode, ins.engine, len(ins.reads)]
     key += map(ins.attrs.get, _DMA_ATTRS)
     for o in ins.reads + ins.writes:
-        k = o.__dict__.get("_dma_key")  # (as _compute_signature's cost keys)
+        k = o.__dict__.get("_dma_key")  # (a KeyToken, as _compute_signature's cost keys)
         if k is None:
-            k = o.__dict__["_dma_key"] = (
+            k = o.__dict__["_dma_key"] = token((
                 o.name,
                 o.region.space,
                 o.nbytes,
                 o.partitions,
                 o.contiguous_bytes,
                 o.shape,  # plan_dma reads the dst's shape (its rank and first dim)
-            )
-        key += k
+            ))
+        key.append(k)
     return tuple(key)
