@@ -220,13 +220,12 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
     def reorder(self, order: dict[tuple[int, str], list[int]]) -> None:
         """After _prepare: issue each queue named in `order` in that order (the rest keep
         theirs), with VectorE's static overhead worked out again for the new neighbours."""
-        ticks, base = self._ticks, self._base_ticks
+        # Only the order rules and VectorE's overhead (Vector and Tensor queues) change ticks
+        # after _prepare: every other instruction's ticks are their base ones anyway.
+        self._ticks[:] = self._base_ticks
         for q in self._queues:
             if q.key in order:
                 q.items = order[q.key]
-            if q.engine in ("vector", "tensor", "scalar"):
-                for i in q.items:
-                    ticks[i] = base[i]
             if q.engine == "vector":
                 self._vector_overhead(q, self.prepared, self._static)
             self._order_rules(q)
