@@ -272,9 +272,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         n = len(program)
         cores = sorted({q.key[0] for q in self._queues})
         queues: dict[int, set[str]] = {}
-        for i in range(n):
-            if self._kind[i] == DMA:
-                queues.setdefault(program[i].core, set()).add(tl.dma[i][0].queue)
+        for i, entry in tl.dma.items():  # (DMAs only)
+            queues.setdefault(program[i].core, set()).add(entry[0].queue)
         one_queue = all(len(qs) == 1 for qs in queues.values())
         self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores), one_queue=one_queue)
         self._tl = tl
