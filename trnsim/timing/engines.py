@@ -44,7 +44,17 @@ class EngineIssueMixin:
         done = t + lat
         if done > q.cum:
             q.cum = done
-        self._complete(i, done, q.cum)
+        # self._complete(i, done, q.cum), inlined
+        end[i] = done
+        release[i] = q.cum
+        waiting = self._waiters[i]
+        if waiting is not None:
+            self._waiters[i] = None
+            in_work, work = self._in_work, self._work
+            for w in waiting:
+                if not in_work[w]:
+                    in_work[w] = True
+                    work.append(w)
         return True
 
     def _issue_after_table_load(self, i: int, qid: int, q: EngineQueue) -> bool:
