@@ -70,11 +70,11 @@ class EngineIssueMixin:
         tl = self._tl
         # self._ready_tensor(i, qid), inlined: LoadStationary waits for its operands'
         # producers, MultiplyMoving for all
-        end, release, sem = tl.end, self._release, self.sem
+        ends, release, sem = tl.end, self._release, self.sem
         latest = ls_latest = -sem
         blocker = first_missing = ls_missing = -1
         for j, kind, operand in tl.deps[i]:
-            t = release[j] if kind == ANTI else end[j]
+            t = release[j] if kind == ANTI else ends[j]
             if t < 0:
                 if operand in _LS_OPERANDS:
                     ls_missing = j

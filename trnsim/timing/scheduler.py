@@ -174,7 +174,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                 if kind != DMA and ideps:  # (DMAs complete out of order: they keep every wait)
                     kept = []
                     for d in ideps:
-                        if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA:
+                        # (queue keys are one object per queue: `is not` is `!=`)
+                        if d[1] == FLOW or tl_queue[d[0]] is not key or kinds[d[0]] == DMA:
                             kept.append(d)
                     ideps = kept
             tl_deps[i] = ideps
