@@ -5,31 +5,56 @@ throttles, DMA system) these methods read and advance."""
 
 from __future__ import annotations
 
+from trnsim.timing.deps import ANTI
 from trnsim.timing.timeline import EngineQueue
+
+_LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 
 
 class EngineIssueMixin:
     """Scheduler._issue_*: each returns False while the instruction is not ready."""
 
     def _issue_compute(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
+        tl = self._tl
+        # self._ready(i, qid), inlined (the most frequent issue)
+        end, release = tl.end, self._release
+        latest, blocker = -self.sem, -1
+        for j, kind, _ in tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                w = self._waiters[j]
+                if w is None:
+                    self._waiters[j] = [qid]
+                else:
+                    w.append(qid)
+                return False
+            if t > latest:
+                latest, blocker = t, j
+        ready = latest + self.sem
         ii, lat = self._ticks[i]
         free = q.free
         t = free if free > ready else ready
         ports = self._port_keys[i]
         if ports is not None:
             t = self.ports.reserve(ports, q.engine, t, ii)
-        tl = self._tl
         if ready > free:
             tl.wait[i], tl.blocker[i] = ready - free, blocker
         tl.start[i], tl.issue_end[i] = t, t + ii
         q.free, q.last = t + ii, i
-        end = t + lat
-        if end > q.cum:
-            q.cum = end
-        self._complete(i, end, q.cum)
+        done = t + lat
+        if done > q.cum:
+            q.cum = done
+        # self._complete(i, done, q.cum), inlined
+        end[i] = done
+        release[i] = q.cum
+        waiting = self._waiters[i]
+        if waiting is not None:
+            self._waiters[i] = None
+            in_work, work = self._in_work, self._work
+            for w in waiting:
+                if not in_work[w]:
+                    in_work[w] = True
+                    work.append(w)
         return True
 
     def _issue_after_table_load(self, i: int, qid: int, q: EngineQueue) -> bool:
@@ -42,9 +67,34 @@ class EngineIssueMixin:
         return self._issue_compute(i, qid, q)
 
     def _issue_tensor(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ls_ready, ready, blocker = self._ready_tensor(i, qid)
-        if ready < 0:
+        tl = self._tl
+        # self._ready_tensor(i, qid), inlined: LoadStationary waits for its operands'
+        # producers, MultiplyMoving for all
+        ends, release, sem = tl.end, self._release, self.sem
+        latest = ls_latest = -sem
+        blocker = first_missing = ls_missing = -1
+        for j, kind, operand in tl.deps[i]:
+            t = release[j] if kind == ANTI else ends[j]
+            if t < 0:
+                if operand in _LS_OPERANDS:
+                    ls_missing = j
+                    break
+                if first_missing < 0:
+                    first_missing = j
+                continue
+            if t > latest:
+                latest, blocker = t, j
+            if t > ls_latest and operand in _LS_OPERANDS:
+                ls_latest = t
+        missing = ls_missing if ls_missing >= 0 else first_missing
+        if missing >= 0:
+            w = self._waiters[missing]
+            if w is None:
+                self._waiters[missing] = [qid]
+            else:
+                w.append(qid)
             return False
+        ls_ready, ready = ls_latest + sem, latest + sem
         ii, lat, ls_ii, ls_lat, cells = self._ticks[i]
         # Two weight buffers per PE cell: LoadStationary loads in the background once the
         # previous MultiplyMoving on its cells has started (freeing the other buffer); the pair
@@ -57,7 +107,6 @@ class EngineIssueMixin:
         free_before = pe.free_at(cells)
         mm_t = max(free_before, ready, ls_issue_end, q.mm_start)
         mm_ii = self._throttles[q.key[0]].stretch(mm_t, ii)
-        tl = self._tl
         tl.ls[i] = (ls_t, ls_t + ls_lat)
         q.free = ls_issue_end
         q.mm_start = mm_t
@@ -74,10 +123,22 @@ class EngineIssueMixin:
         return True
 
     def _issue_dma(self, i: int, qid: int, q: EngineQueue) -> bool:
-        ready, blocker = self._ready(i, qid)
-        if ready < 0:
-            return False
         tl = self._tl
+        # self._ready(i, qid), inlined (as in _issue_compute)
+        end, release = tl.end, self._release
+        latest, blocker = -self.sem, -1
+        for j, kind, _ in tl.deps[i]:
+            t = release[j] if kind == ANTI else end[j]
+            if t < 0:
+                w = self._waiters[j]
+                if w is None:
+                    self._waiters[j] = [qid]
+                else:
+                    w.append(qid)
+                return False
+            if t > latest:
+                latest, blocker = t, j
+        ready = latest + self.sem
         plan = tl.dma[i][0]
         free = q.free
         t = free if free > ready else ready

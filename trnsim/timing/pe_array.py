@@ -74,10 +74,14 @@ class PEArray:
         return max(started[c] for c in cells)
 
     def occupy(self, cells: Sequence[int], start: int, end: int) -> None:
-        free, started = self.free, self.started
-        for c in cells:
-            free[c] = end
-            started[c] = start
+        if cells is ALL_CELLS:  # every cell: two fresh lists, not a Python loop
+            n = len(ALL_CELLS)
+            self.free, self.started = [end] * n, [start] * n
+        else:
+            free, started = self.free, self.started
+            for c in cells:
+                free[c] = end
+                started[c] = start
         if end > self.last_free:
             self.last_free = end
         if start > self.last_start:

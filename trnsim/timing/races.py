@@ -256,11 +256,13 @@ def _runs(op: Operand) -> tuple[np.ndarray, int] | None:
 def _dependencies(program: list[Instruction]) -> list[list[int]]:
     """The producers each instruction waits for, as the scheduler's tracker finds them (every
     instruction its own queue: no wait is implied by issue order)."""
-    access = DependencyTracker().access
+    tracker = DependencyTracker()
+    access = tracker.access
     out = []
     for ins in program:
         ideps = access(ins.index, ins.core, -1 - ins.index, ins.reads, ins.writes)
         out.append([d[0] for d in ideps] + [j for j in ins.deps if 0 <= j < ins.index])
+    tracker.close()
     return out
 
 

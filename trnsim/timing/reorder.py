@@ -118,21 +118,9 @@ def asap_ticks(sched: Scheduler) -> list[int]:
     LoadStationary issue plus MultiplyMoving latency; DMA: trigger, trigger latency and the
     transfer on idle engines), plus the semaphore latency; 0 with no producer."""
     tl, chip = sched.prepared, sched.chip
-    dur: list[int] = []
+    kinds, ticks, dma = sched.kinds, sched.ticks, tl.dma
     isolated: dict[int, int] = {}
-    for i, (kind, t) in enumerate(zip(sched.kinds, sched.ticks, strict=True)):
-        if kind == DMA:
-            plan = tl.dma[i][0]
-            d = isolated.get(id(plan))
-            if d is None:
-                d = isolated[id(plan)] = isolated_ticks(plan, chip, sched.ticks_per_ns) + round(
-                    plan.extra_latency_ns * sched.ticks_per_ns)
-            dur.append(t[0] + sched.trigger_latency + d)
-        elif kind == TENSOR:
-            dur.append(t[2] + t[1])
-        else:
-            dur.append(t[1])
-    sem = sched.sem
+    sem, trigger = sched.sem, sched.trigger_latency
     out: list[int] = []
     done: list[int] = []  # out[j] + dur[j] + sem: when a dependant of j may start
     for i, deps in enumerate(tl.deps):
@@ -142,5 +130,17 @@ def asap_ticks(sched: Scheduler) -> list[int]:
             if t > r:
                 r = t
         out.append(r)
-        done.append(r + dur[i] + sem)
+        kind = kinds[i]
+        if kind == DMA:
+            plan = dma[i][0]
+            d = isolated.get(id(plan))
+            if d is None:
+                d = isolated[id(plan)] = isolated_ticks(plan, chip, sched.ticks_per_ns) + round(
+                    plan.extra_latency_ns * sched.ticks_per_ns)
+            done.append(r + ticks[i][0] + trigger + d + sem)
+        elif kind == TENSOR:
+            t = ticks[i]
+            done.append(r + t[2] + t[1] + sem)
+        else:
+            done.append(r + ticks[i][1] + sem)
     return out

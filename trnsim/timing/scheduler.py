@@ -38,9 +38,7 @@ from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TABLE_LOAD, TENSOR, Sta
 from trnsim.timing.throttle import Throttle
 from trnsim.timing.timeline import EngineQueue, Timeline, base_clock_mhz
 
-_LS_OPERANDS = ("stationary", "data")  # what LoadStationary waits for
 _NOT_READY = (-1, -1)
-_NOT_READY3 = (-1, -1, -1)
 
 class Scheduler(BarrierMixin, EngineIssueMixin):
     """Times a program record on a chip. One use: `Scheduler(chip).run(program)`.
@@ -118,11 +116,14 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         # ticks, 0).
         self._ticks = ticks = [(0, 0)] * n
         self._port_keys: list[tuple | None] = [None] * n
-        access = DependencyTracker().access
+        tracker = DependencyTracker()
+        access = tracker.access
         self.order_deps: list[list[tuple[int, str, str]]] = []
         order_deps = self.order_deps
         record, qids, queues = self.costs.record, self._qid, self._queues
         tl_deps, tl_queue, tl_dma, tl_costs = tl.deps, tl.queue, tl.dma, tl.costs
+        port_keys, dma_statics = self._port_keys, self.statics.dma
+        compute_statics = self.statics.compute
         static = int(self.chip.timing["vector_static_overhead_cycles"]) * self.period["vector"]
         is_dma: dict[str, bool] = {}  # opcode -> timed as a DMA
         for ins in program:
@@ -131,27 +132,27 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if dma is None:
                 dma = is_dma[opcode] = record(opcode)[0].model == "dma"
             if dma:
-                plan, trigger = self.statics.dma(ins)
+                plan, dma_ticks, unscheduled = dma_statics(ins)
                 key = (core, plan.issuer)
                 if i in self._reused:  # not issued: a zero-length bar on its trigger queue
                     kinds[i] = kind = COMPUTE
                 else:
-                    tl_dma[i] = (plan, -1, -1)
+                    tl_dma[i] = unscheduled
                     kinds[i] = kind = DMA
-                    ticks[i] = (trigger, 0)
+                    ticks[i] = dma_ticks
             else:
-                eng, kind, cost, ticks[i], self._port_keys[i] = self.statics.compute(ins)
+                eng, kind, cost, ticks[i], port_keys[i] = compute_statics(ins)
                 kinds[i] = kind
                 if kind == BARRIER:
                     self._add_barrier(i, core, ins.attrs.get("barrier_domain", 0))
                 key = (core, eng)
                 tl_costs[i] = cost
-            tl_queue[i] = key
             qid = qids.get(key)
             if qid is None:
                 qid = qids[key] = len(queues)
                 queues.append(EngineQueue(key))
             q = queues[qid]
+            tl_queue[i] = key = q.key  # one tuple per queue, not per instruction
             # Readers are remembered per queue; a DMA is a queue of its own (DMAs complete out
             # of order), and so is every instruction when the order may change.
             dq = -1 - i if kind == DMA or full_deps else qid
@@ -167,13 +168,14 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     root = self._reused.get(i)
                     forward[i] = ideps if root is None else [(root, FLOW, "")]
                     ideps = []
-                    ticks[i], self._port_keys[i], tl_costs[i] = (0, 0), None, None
+                    ticks[i], port_keys[i], tl_costs[i] = (0, 0), None, None
             if full_deps:
                 order_deps.append(ideps)
                 if kind != DMA and ideps:  # (DMAs complete out of order: they keep every wait)
                     kept = []
                     for d in ideps:
-                        if d[1] == FLOW or tl_queue[d[0]] != key or kinds[d[0]] == DMA:
+                        # (queue keys are one object per queue: `is not` is `!=`)
+                        if d[1] == FLOW or tl_queue[d[0]] is not key or kinds[d[0]] == DMA:
                             kept.append(d)
                     ideps = kept
             tl_deps[i] = ideps
@@ -185,6 +187,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                     ii, lat = ticks[i]
                     ticks[i] = (ii + static, lat + static)
             q.items.append(i)
+        tracker.close()
         if full_deps:
             self._base_ticks = list(ticks)  # before VectorE's overhead, which depends on order
             self._static = static
@@ -218,13 +221,12 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
     def reorder(self, order: dict[tuple[int, str], list[int]]) -> None:
         """After _prepare: issue each queue named in `order` in that order (the rest keep
         theirs), with VectorE's static overhead worked out again for the new neighbours."""
-        ticks, base = self._ticks, self._base_ticks
+        # Only the order rules and VectorE's overhead (Vector and Tensor queues) change ticks
+        # after _prepare: every other instruction's ticks are their base ones anyway.
+        self._ticks[:] = self._base_ticks
         for q in self._queues:
             if q.key in order:
                 q.items = order[q.key]
-            if q.engine in ("vector", "tensor", "scalar"):
-                for i in q.items:
-                    ticks[i] = base[i]
             if q.engine == "vector":
                 self._vector_overhead(q, self.prepared, self._static)
             self._order_rules(q)
@@ -271,9 +273,8 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         n = len(program)
         cores = sorted({q.key[0] for q in self._queues})
         queues: dict[int, set[str]] = {}
-        for i in range(n):
-            if self._kind[i] == DMA:
-                queues.setdefault(program[i].core, set()).add(tl.dma[i][0].queue)
+        for i, entry in tl.dma.items():  # (DMAs only)
+            queues.setdefault(program[i].core, set()).add(entry[0].queue)
         one_queue = all(len(qs) == 1 for qs in queues.values())
         self.dma = DmaSystem(self.chip, self.ticks_per_ns, len(cores), one_queue=one_queue)
         self._tl = tl
@@ -337,35 +338,6 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             if t > latest:
                 latest, blocker = t, j
         return latest + self.sem, blocker
-
-    def _ready_tensor(self, i: int, qid: int) -> tuple[int, int, int]:
-        """_ready for LoadStationary (its operands' producers) and MultiplyMoving (all), in one
-        pass: (LS ready, MM ready, MM blocker), or _NOT_READY3 (waiting as for LS, then MM)."""
-        end, release = self._tl.end, self._release
-        latest = ls_latest = -self.sem
-        blocker = first_missing = ls_missing = -1
-        for j, kind, operand in self._tl.deps[i]:
-            t = release[j] if kind == ANTI else end[j]
-            if t < 0:
-                if operand in _LS_OPERANDS:
-                    ls_missing = j
-                    break
-                if first_missing < 0:
-                    first_missing = j
-                continue
-            if t > latest:
-                latest, blocker = t, j
-            if t > ls_latest and operand in _LS_OPERANDS:
-                ls_latest = t
-        missing = ls_missing if ls_missing >= 0 else first_missing
-        if missing >= 0:
-            w = self._waiters[missing]
-            if w is None:
-                self._waiters[missing] = [qid]
-            else:
-                w.append(qid)
-            return _NOT_READY3
-        return ls_latest + self.sem, latest + self.sem, blocker
 
     def _drain(self, qid: int) -> None:
         """Issue queue qid's instructions in order until one must wait."""

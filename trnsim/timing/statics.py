@@ -11,9 +11,9 @@ much only misses the cache, one that says too little would time the wrong instru
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from trnsim.chipspec import ChipSpec
+from trnsim.layout import token
 from trnsim.program import Instruction
 from trnsim.timing.costs import CostTable, operand_cost_key
 from trnsim.timing.dma import DmaPlan, plan_dma
@@ -25,6 +25,9 @@ ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
 COMPUTE, TENSOR, DMA, BARRIER, TABLE_LOAD = range(5)
 _PORT_ENGINES = ("vector", "scalar", "gpsimd")  # the engines Ports.keys_of books
 _MISSING = object()
+# The attrs plan_dma and the trigger cost read.
+_DMA_ATTRS = ("dge_mode", "queue_engine", "engine", "spill_reload", "cc_extra_latency_ns",
+              "cc_rate_gbps")
 
 
 class Statics:
@@ -35,27 +38,43 @@ class Statics:
     ) -> None:
         self.chip, self.period, self.costs, self.ports = chip, period, costs, ports
         self._compute: dict[tuple, tuple] = {}  # signature -> what compute() returns
-        self._dma: dict[tuple, tuple[DmaPlan, int]] = {}
+        self._dma: dict[tuple, tuple] = {}
 
     def compute(self, ins: Instruction) -> tuple:
         """(engine, kind, cost, (II, latency) in ticks, port keys) of a non-DMA instruction.
 
         Cached under what the cost models read (not addresses: a tile shape at another address
         hits), and the port keys under that plus the operands' addresses (PSUM banks)."""
-        sig, got = _lookup(self._compute, _compute_signature(ins))
+        sig = _compute_signature(ins)
+        try:
+            got = self._compute.get(sig)
+        except TypeError:  # an attr that is not plain data: nothing is cached
+            sig = got = None
         if got is None:
-            # The last item caches port keys by operand addresses, for this signature only.
-            got = (*self._compute_uncached(ins), {})
+            eng, kind, cost, ticks = self._compute_uncached(ins)
+            # Port keys depend on the engine, the operands' spaces (in the signature) and, on
+            # NC-v3+, the PSUM operands' banks: with no PSUM operand they are the signature's;
+            # else cached by the PSUM operands' addresses, for this signature only.
+            if eng not in _PORT_ENGINES:
+                ports = None
+            elif self.chip.nc_version <= 2 or not any(
+                o.region.space == "psum" for o in ins.reads + ins.writes
+            ):
+                ports = self.ports.keys_of(ins, eng, cost)
+            else:
+                ports = {}
+            got = (eng, kind, cost, ticks, ports)
             if sig is not None:
                 self._compute[sig] = got
-        eng, kind, cost, ticks, port_cache = got
-        if eng not in _PORT_ENGINES:
-            return eng, kind, cost, ticks, None
+        ports = got[4]
+        if type(ports) is not dict:
+            return got
+        eng, kind, cost, ticks, _ = got
         starts = tuple([o.region.byte_start for o in ins.reads + ins.writes])
-        ports = port_cache.get(starts, _MISSING)
-        if ports is _MISSING:
-            ports = port_cache[starts] = self.ports.keys_of(ins, eng, cost)
-        return eng, kind, cost, ticks, ports
+        keys = ports.get(starts, _MISSING)
+        if keys is _MISSING:
+            keys = ports[starts] = self.ports.keys_of(ins, eng, cost)
+        return eng, kind, cost, ticks, keys
 
     def _compute_uncached(self, ins: Instruction) -> tuple:
         # Control instructions recorded on "dma" (register_load/store) run in the Sync engine's
@@ -75,9 +94,14 @@ class Statics:
             return eng, kind, cost, ticks
         return eng, kind, cost, (cost.ii * p, cost.latency * p)
 
-    def dma(self, ins: Instruction) -> tuple[DmaPlan, int]:
-        """A DMA's plan and its trigger's issue ticks, cached by what planning reads."""
-        sig, got = _lookup(self._dma, _dma_signature(ins))
+    def dma(self, ins: Instruction) -> tuple[DmaPlan, tuple[int, int], tuple[DmaPlan, int, int]]:
+        """A DMA's plan, its trigger's (issue ticks, 0) and (plan, -1, -1) (its Timeline entry
+        before it issues; the tuples are shared), cached by what planning reads."""
+        sig = _dma_signature(ins)
+        try:
+            got = self._dma.get(sig)
+        except TypeError:  # (as in compute)
+            sig = got = None
         if got is None:
             params = self.costs.record(ins.opcode)[1]
             plan = plan_dma(ins, self.chip, bool(params.get("transpose")))
@@ -91,19 +115,10 @@ class Statics:
                 )
             else:
                 cycles = params.get("trigger_cycles", timing["min_ii_cycles"])
-            got = (plan, math.ceil(cycles) * self.period.get(plan.issuer, 1))
+            got = (plan, (math.ceil(cycles) * self.period.get(plan.issuer, 1), 0), (plan, -1, -1))
             if sig is not None:
                 self._dma[sig] = got
         return got
-
-
-def _lookup(cache: dict, sig: tuple) -> tuple[tuple | None, Any]:
-    """(sig, cached value or None); sig None when it cannot be hashed (an attr that is not
-    plain data): then nothing is cached for that instruction."""
-    try:
-        return sig, cache.get(sig)
-    except TypeError:
-        return None, None
 
 
 def _compute_signature(ins: Instruction) -> tuple:
@@ -112,10 +127,12 @@ def _compute_signature(ins: Instruction) -> tuple:
     recorded order: at worst an extra cache miss."""
     key = [ins.opcode, ins.engine, ins.core, len(ins.reads)]
     for o in ins.reads + ins.writes:
-        k = o.__dict__.get("_cost_key")  # (records are immutable and shared: kept on them)
+        # Kept on the record (records are immutable and shared) as a KeyToken: one
+        # identity-hashed object per value, so the signature hashes a pointer per operand.
+        k = o.__dict__.get("_cost_key")
         if k is None:
-            k = o.__dict__["_cost_key"] = operand_cost_key(o)
-        key += k
+            k = o.__dict__["_cost_key"] = token(operand_cost_key(o))
+        key.append(k)
     key += ins.attrs.items()
     return tuple(key)
 
@@ -124,20 +141,18 @@ def _dma_signature(ins: Instruction) -> tuple:
     """What plan_dma reads, as one flat tuple (unhashable if an attr is, as _compute_signature).
     Attrs are taken raw (an enum member, not its name): at worst an extra cache miss, never a
     wrong hit."""
-    a = ins.attrs
     key = [ins.opcode, ins.engine, len(ins.reads)]
-    key += (a.get("dge_mode"), a.get("queue_engine"), a.get("engine"), a.get("spill_reload"),
-            a.get("cc_extra_latency_ns"), a.get("cc_rate_gbps"))
+    key += map(ins.attrs.get, _DMA_ATTRS)
     for o in ins.reads + ins.writes:
-        k = o.__dict__.get("_dma_key")  # (as _compute_signature's cost keys)
+        k = o.__dict__.get("_dma_key")  # (a KeyToken, as _compute_signature's cost keys)
         if k is None:
-            k = o.__dict__["_dma_key"] = (
+            k = o.__dict__["_dma_key"] = token((
                 o.name,
                 o.region.space,
                 o.nbytes,
                 o.partitions,
                 o.contiguous_bytes,
                 o.shape,  # plan_dma reads the dst's shape (its rank and first dim)
-            )
-        key += k
+            ))
+        key.append(k)
     return tuple(key)

@@ -37,20 +37,6 @@ class Throttle:
             return 1.0
         return self.f0 + (1 - self.f0) * min(1.0, (t - self.ramp_start) / self.ramp)
 
-    def _utilization(self, t: int) -> float | None:
-        """Busy fraction of [max(t - window, ramp_start), t]; None if that span is too short."""
-        lo = max(t - self.window, self.ramp_start or 0)
-        busy = self._busy
-        while busy and busy[0][1] <= lo:
-            s, e = busy.popleft()
-            self._busy_sum -= e - s
-        if t - lo < self.window // 2:
-            return None
-        used = self._busy_sum
-        if busy and busy[0][0] < lo:
-            used -= lo - busy[0][0]
-        return used / (t - lo)
-
     def stretch(self, start: int, ii: int) -> int:
         """The II in ticks of a MultiplyMoving issued at `start`, after the cap."""
         if not self.enabled:
@@ -59,9 +45,21 @@ class Throttle:
         if ramp_start is None:
             ramp_start = self.ramp_start = start
         else:
-            util = self._utilization(start)
-            if util is not None and util < self.threshold:
-                ramp_start = self.ramp_start = start
+            # The busy fraction of [max(start - window, ramp_start), start], judged once that
+            # span is half a window long: below the threshold, the ramp restarts.
+            lo = start - self.window
+            if lo < ramp_start:
+                lo = ramp_start
+            busy = self._busy
+            while busy and busy[0][1] <= lo:
+                s, e = busy.popleft()
+                self._busy_sum -= e - s
+            if start - lo >= self.window // 2:
+                used = self._busy_sum
+                if busy and busy[0][0] < lo:
+                    used -= lo - busy[0][0]
+                if used / (start - lo) < self.threshold:
+                    ramp_start = self.ramp_start = start
         if start - ramp_start >= self.ramp:  # ramped up: what cap() gives, without the division
             cap = self._full_cap
         else:
