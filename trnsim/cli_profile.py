@@ -121,11 +121,11 @@ def write_profile(runs: list, output: str, dma_rows: str = "queue",
     """Time recorded launches (trnsim.nki.runner.KernelRun) and write them as one trace (and
     its summary file) to `output`; returns the trace and the launches' summaries."""
     from trnsim import report
-    from trnsim.timing.profile import time_program
+    from trnsim.timing.profile import time_run
 
     profiles = []
     for r in runs:
-        prof = time_program(r.program, r.chip, reorder=reorder)
+        prof = time_run(r, reorder=reorder)
         prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
         profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, dma_rows)

@@ -22,6 +22,7 @@ GENERATIONS = ("ga", "beta1", "beta2")
 # inventory module -> (python module, attribute path inside it holding the names)
 _GA_TARGETS = {
     "nki": ("trnsim.nki", ""),
+    "nki.compiler": ("trnsim.nki.compiler", ""),
     "nki.language": ("trnsim.nki.language", ""),
     "nki.isa": ("trnsim.nki.isa", ""),
     "nki.collectives": ("trnsim.nki.collectives", ""),

@@ -2,28 +2,44 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 from trnsim.chip import ALIASES
-from trnsim.errors import ConstraintError
+from trnsim.errors import ConstraintError, SimulationWarning
+from trnsim.nki.compiler.config import CompileConfig, SpecializationConfig
 from trnsim.nki.context import maybe_current
 from trnsim.nki.runner import _is_array_arg, run_kernel
 from trnsim.program import capture_location
 
+# The running top-level kernel's (compile_config, specialization_config), for nested kernels.
+_OUTER: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
+    "trnsim_outer_kernel_config", default=None)
+
 
 class Kernel:
-    """A kernel function plus its launch configuration (`kernel[lnc]` / `kernel[d0, d1]`)."""
+    """A kernel function plus its launch configuration (`kernel[lnc]` / `kernel[d0, d1]`) and
+    its nki.compiler configuration (compile_config / specialization_config, or None)."""
 
     def __init__(self, fn: Callable[..., Any], grid: tuple[int, ...] = (),
-                 options: dict | None = None, generation: str = "ga"):
+                 options: dict | None = None, generation: str = "ga",
+                 compile_config: CompileConfig | None = None,
+                 specialization_config: SpecializationConfig | None = None):
         self.fn = fn
         self.grid = grid
         self.options = dict(options or {})
         self.generation = generation
+        self.compile_config = compile_config
+        self.specialization_config = specialization_config
         functools.update_wrapper(self, fn)
+
+    def _copy(self, grid: tuple[int, ...]) -> Kernel:
+        return type(self)(self.fn, grid, self.options, self.generation, self.compile_config,
+                          self.specialization_config)
 
     def __getitem__(self, grid: Any) -> Kernel:
         grid = grid if isinstance(grid, tuple) else (grid,)
@@ -32,7 +48,7 @@ class Kernel:
             raise ConstraintError(f"kernel[{', '.join(map(str, grid))}]: the launch takes one "
                                   "logical NeuronCore count (kernel[1] or kernel[2])",
                                   capture_location())
-        return type(self)(self.fn, grid, self.options, self.generation)
+        return self._copy(grid)
 
     @property
     def lnc(self) -> int:
@@ -44,23 +60,55 @@ class Kernel:
         Each instruction issued with name=consumer waits for the latest earlier instruction
         issued with each producer name (same core). Values are unaffected; timing honours them.
         """
-        k = type(self)(self.fn, self.grid, self.options, self.generation)
+        k = self._copy(self.grid)
         k.schedule = [*getattr(self, "schedule", []), *_normalize_edges(edges)]
         return k
 
     def launch(self, args: tuple, kwargs: dict, **run_options: Any) -> Any:
         opts = {**self.options, **run_options}
-        if self.generation == "ga":
-            run = run_kernel(self.fn, args, kwargs, lnc=self.lnc, generation="ga", **opts)
-        else:
-            run = run_kernel(self.fn, args, kwargs, grid=self.grid, generation=self.generation,
-                             **opts)
+        token = _OUTER.set((self.compile_config, self.specialization_config))
+        try:
+            if self.generation == "ga":
+                run = run_kernel(self.fn, args, kwargs, lnc=self.lnc, generation="ga", **opts)
+            else:
+                run = run_kernel(self.fn, args, kwargs, grid=self.grid,
+                                 generation=self.generation, **opts)
+        finally:
+            _OUTER.reset(token)
         _apply_schedule(run.program, getattr(self, "schedule", []))
+        if self.compile_config is not None:
+            # trnsim.timing.profile.time_run reads it: the order and allocation it times.
+            run.extra["compile_config"] = self.compile_config
         return run
+
+    def _check_nested(self) -> None:
+        """A sub-kernel inlines under the top-level kernel's configuration: one that sets a
+        different compile config is an error, a warning when the top-level kernel's
+        SpecializationConfig(allow_nested_config_override=True) allows it."""
+        if self.compile_config is None:
+            return
+        outer_cc, outer_sc = _OUTER.get() or (None, None)
+        if self.compile_config == (outer_cc or CompileConfig()):
+            return
+        name = getattr(self.fn, "__name__", "kernel")
+        msg = (f"Kernel '{name}' is called from inside another kernel but sets compile config "
+               f"{self.compile_config.changed()} (the calling kernel's: "
+               f"{(outer_cc or CompileConfig()).changed()}); a sub-kernel is inlined under the "
+               "top-level kernel's config: remove compile_config= from the sub-kernel, or set "
+               "specialization_config=SpecializationConfig(allow_nested_config_override=True) "
+               "on the top-level kernel")
+        if outer_sc is not None and outer_sc.allow_nested_config_override:
+            loc = capture_location()
+            where = f"{loc.describe()}\n" if loc is not None else ""
+            warnings.warn(SimulationWarning(f"{where}{msg}; it is inlined under the top-level "
+                                            "kernel's config"), stacklevel=3)
+            return
+        raise ConstraintError(msg, capture_location())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if maybe_current() is not None:
             # A kernel called from inside another kernel is a sub-kernel: just call it.
+            self._check_nested()
             return self.fn(*args, **kwargs)
         if not any(_is_array_arg(a) for a in (*args, *kwargs.values())) and not args and \
                 not kwargs:
@@ -99,6 +147,9 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
     (as AWS's simulator does under NKI_SIMULATOR=1; there is no device to run it on here)."""
     options.pop("mode", None)  # GA ignores mode=
     target = options.pop("platform_target", None)
+    compile_config = _config_option(options, "compile_config", CompileConfig)
+    specialization_config = _config_option(options, "specialization_config",
+                                           SpecializationConfig)
     run_opts = {k: options.pop(k) for k in ("chip", "values", "seed", "numerics")
                 if k in options}
     if target is not None and "chip" not in run_opts:
@@ -108,11 +159,25 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
         run_opts["chip"] = _platform_target(target)
 
     def wrap(f: Callable[..., Any]) -> Kernel:
-        if isinstance(f, Kernel):
-            return f
-        return Kernel(f, (), run_opts, "ga")
+        if isinstance(f, Kernel):  # jit(compile_config=...)(kernel): that config on it
+            if compile_config is None and specialization_config is None:
+                return f
+            k = f._copy(f.grid)
+            k.compile_config = compile_config or f.compile_config
+            k.specialization_config = specialization_config or f.specialization_config
+            return k
+        return Kernel(f, (), run_opts, "ga", compile_config, specialization_config)
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _config_option(options: dict, name: str, cls: type) -> Any:
+    value = options.pop(name, None)
+    if value is not None and not isinstance(value, cls):
+        raise TypeError(f"nki.jit: {name} must be an nki.compiler.{cls.__name__} (from "
+                        f"nki.compiler import {cls.__name__}), got {value!r} "
+                        f"({type(value).__name__})")
+    return value
 
 
 def _platform_target(target: Any) -> str:

@@ -5,12 +5,15 @@ Knows nothing about values beyond handing back the kernel's outputs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trnsim.chipspec import ChipSpec
+from trnsim.errors import SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.compiler import CompilerRules
@@ -403,12 +406,46 @@ def time_program(
     values: bool = True,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    order: str = "compiler",
 ) -> Profile:
     """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
-    compiler's order, see timing/reorder.py; False: as written; rules: the compiler rules of
-    timing/compiler.py, default all on)."""
+    compiler's order, see timing/reorder.py; False: as written; order: which order when
+    reordering, reorder.ORDERS; rules: the compiler rules of timing/compiler.py, default all
+    on)."""
     with gc_paused():  # (see schedule)
-        return Profile(program, schedule(program, chip, reorder, rules), chip, outputs, values)
+        return Profile(program, schedule(program, chip, reorder, rules, order), chip, outputs,
+                       values)
+
+
+def run_timing(run: Any, rules: CompilerRules | None = None) -> tuple[str, CompilerRules | None]:
+    """The order and compiler rules a launch is timed with: its kernel's
+    nki.compiler.CompileConfig (KernelRun.extra["compile_config"], set by nki.jit's Kernel),
+    on top of `rules` (the what-if rules a caller passed; default all on)."""
+    config = getattr(run, "extra", {}).get("compile_config")
+    if config is None:
+        return "compiler", rules
+    opts = config.timing_options()
+    base = CompilerRules() if rules is None else rules
+    changes: dict[str, Any] = {}
+    if not opts.place_unknown_engine:
+        changes["place_unknown_engine"] = False
+    if opts.allocation != "traced":
+        if "allocation" not in {f.name for f in dataclasses.fields(CompilerRules)}:
+            warnings.warn(SimulationWarning(
+                f"compile_config experimental_allocation_mode={opts.allocation!r}: trnsim "
+                "times the addresses the trace gave (the allocation modes are not modelled)"),
+                stacklevel=3)
+        else:
+            changes["allocation"] = opts.allocation
+    return opts.order, (dataclasses.replace(base, **changes) if changes else rules)
+
+
+def time_run(run: Any, reorder: bool = True, rules: CompilerRules | None = None,
+             outputs: Any = None, values: bool = True) -> Profile:
+    """time_program for a finished launch (trnsim.nki.runner.KernelRun), in the order and
+    with the rules its compile config asks for (run_timing)."""
+    order, rules = run_timing(run, rules)
+    return time_program(run.program, run.chip, outputs, values, reorder, rules, order)
 
 
 def profile(
@@ -443,9 +480,7 @@ def profile(
     if rules is not None and getattr(k, "takes_compiler_rules", False):
         opts["rules"] = rules  # two rules act while a Beta-1 kernel runs (its allocation)
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values, **opts)
-    prof = time_program(
-        run.program, run.chip, run.outputs if values else None, values, reorder, rules
-    )
+    prof = time_run(run, reorder, rules, run.outputs if values else None, values)
     prof.kernel_name = run.kernel_name
     prof.host_peak_resident_bytes = run.device.host_peak_resident_bytes
     return prof

@@ -29,6 +29,7 @@ from trnsim.program import Instruction
 from trnsim.spec import instruction_specs
 from trnsim.timing.compiler import CompilerRules
 from trnsim.timing.dma import isolated_ticks
+from trnsim.timing.heuristics import list_order
 from trnsim.timing.scheduler import Scheduler
 from trnsim.timing.statics import DMA, TENSOR
 from trnsim.timing.timeline import Timeline
@@ -89,34 +90,54 @@ def compiler_order(
     return queues
 
 
+ORDERS = ("compiler", "program", "critical_path", "dma_prefetch")
+
+
 def schedule(
     program: list[Instruction],
     chip: ChipSpec,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    order: str = "compiler",
 ) -> Timeline:
-    """Time `program` on `chip`: as written (reorder=False), or in the compiler's order; with
+    """Time `program` on `chip`: as written (reorder=False or order="program"), or in the
+    compiler's order (order="compiler", the default), or in the order of a list scheduler
+    with NKI scheduling's CRITICAL_PATH or DMA_PREFETCH priority (timing/heuristics.py); with
     the compiler rules `rules` (default: all on, see timing/compiler.py). The cyclic garbage
     collector pauses throughout (Scheduler.run): preparing a large program makes many objects
     and no cycles, and collections walking the growing record cost ~1/3 of the preparation."""
-    if not reorder:
+    if order not in ORDERS:
+        raise ValueError(f"schedule: order={order!r} is not an order; allowed: "
+                         f"{', '.join(ORDERS)}")
+    if not reorder or order == "program":
         return Scheduler(chip, rules).run(program)
     with gc_paused():
         planner = Scheduler(chip, rules)
         planner.prepare(program, full_deps=True)
-        asap = asap_ticks(planner)
-        planner.reorder(compiler_order(program, planner.order_deps, asap, planner.prepared.queue))
+        if order == "compiler":
+            asap = asap_ticks(planner)
+            queues = compiler_order(program, planner.order_deps, asap, planner.prepared.queue)
+        else:
+            done: list[int] = []
+            asap = asap_ticks(planner, done)
+            fences: dict[str, bool] = {}
+            queues = list_order(program, planner.order_deps, planner.prepared.queue,
+                                planner.kinds, planner.ticks, asap, done, order,
+                                lambda op: _is_fence(op, fences))
+            del done
+        planner.reorder(queues)
         timeline = planner.run_prepared(program)
         # Freed here by reference counting, not walked by the collection that follows.
         del planner, asap
     return timeline
 
 
-def asap_ticks(sched: Scheduler) -> list[int]:
+def asap_ticks(sched: Scheduler, done_out: list[int] | None = None) -> list[int]:
     """Each prepared instruction's earliest start if no engine were ever busy: the latest of
     its producers' ASAP starts plus their cost-model durations (compute: latency; Tensor:
     LoadStationary issue plus MultiplyMoving latency; DMA: trigger, trigger latency and the
-    transfer on idle engines), plus the semaphore latency; 0 with no producer."""
+    transfer on idle engines), plus the semaphore latency; 0 with no producer. `done_out`, if
+    given, receives each instruction's start plus duration plus semaphore latency."""
     tl, chip = sched.prepared, sched.chip
     kinds, ticks, dma = sched.kinds, sched.ticks, tl.dma
     isolated: dict[int, int] = {}
@@ -143,4 +164,6 @@ def asap_ticks(sched: Scheduler) -> list[int]:
             done.append(r + t[2] + t[1] + sem)
         else:
             done.append(r + ticks[i][1] + sem)
+    if done_out is not None:
+        done_out.extend(done)
     return out

@@ -1,10 +1,12 @@
-"""nki.compiler: AWS's compiler driver (NEFF compilation, the kernel builder, MLIR dialects).
+"""nki.compiler: the per-kernel compile configuration, and AWS's compiler driver (NEFF
+compilation, the kernel builder, MLIR dialects).
 
-trnsim runs kernels without compiling them. The package exists because harnesses import it
-by path (nki-library's simulation harness imports AWS's simulator's `nki.compiler`, its trace
-modes `nki.compiler.frontend`). One part runs: `nki.compiler.frontend` traces a kernel on the
-simulated chip (trnsim's tracer is its frontend). The rest (`ncc_driver`, `kernel_builder`,
-`target`, and any name looked up here) raises UnsupportedError naming what does run a kernel.
+trnsim runs kernels without compiling them. Two parts run: the configuration kernels pass to
+`nki.jit` (CompileConfig, SpecializationConfig and their enums: compiler/config.py, which
+checks them as documented and gives them their timing meaning), and `nki.compiler.frontend`,
+which traces a kernel on the simulated chip (trnsim's tracer is its frontend; nki-library's
+simulation harness imports it by path). The rest (`ncc_driver`, `kernel_builder`, `target`, and
+any other name looked up here) raises UnsupportedError naming what does run a kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ import importlib
 from typing import Any
 
 from trnsim.errors import UnsupportedError
+from trnsim.nki.compiler.config import (  # noqa: F401  (the public configuration names)
+    AddressRotation,
+    Allocation,
+    AllocationMode,
+    CompileConfig,
+    OptLevel,
+    SchedulingHeuristic,
+    SpecializationConfig,
+)
 from trnsim.program import capture_location
 
 __trnsim_unsupported__ = True  # `trnsim coverage`: the path imports, nothing in it runs

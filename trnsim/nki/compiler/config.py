@@ -1,0 +1,203 @@
+"""nki.compiler.CompileConfig and SpecializationConfig: the per-kernel configuration of
+`@nki.jit(compile_config=..., specialization_config=...)` (NKI docs of SDK 2.33, 2026-11).
+
+The configuration selects who allocates the kernel's tiles and who orders its instructions:
+`allocation=Allocation.COLORING` (the default: neuronx-cc allocates after tracing, by graph
+coloring) or `Allocation.LINEAR` (NKI allocates first, by linear scan, each tile from its first
+write to its last read); `scheduling=True` (NKI orders the instructions, by
+`experimental_scheduling_heuristic`; it needs LINEAR). The rest are optimizations of those flows.
+
+What trnsim does with it (timing only; values never change): `timing_options()` turns a
+configuration into the scheduler's inputs: the instruction order (TRIVIAL: program order; ASAP,
+the default, and no NKI scheduling: the compiler order of trnsim.timing.reorder; CRITICAL_PATH and
+DMA_PREFETCH: a list scheduler with that priority), the allocation policy of LINEAR's modes
+(RING / FAST / MAX_REUSE, `trnsim.timing.compiler.CompilerRules.allocation` where it exists) and
+`opt_level=O0` (no engine placement of engine=unknown instructions). The other options are
+checked and kept but do not change the timeline (README, Conformance, lists them).
+
+Checks, as documented: an enum option given anything but a member of its enum is a TypeError;
+an option that acts only when NKI allocates, set with COLORING, and one that acts only when NKI
+schedules, set without scheduling=True, are ValueErrors; `scheduling=True` needs LINEAR.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+
+class Allocation(enum.Enum):
+    """Who assigns SBUF/PSUM/HBM addresses: neuronx-cc's graph coloring or NKI's linear scan."""
+
+    COLORING = "coloring"
+    LINEAR = "linear"
+
+
+class AllocationMode(enum.Enum):
+    """How NKI's linear scan picks an address for each tile (needs Allocation.LINEAR)."""
+
+    RING = "ring"  # a fresh address per tile; freed memory reused only after wrapping around
+    FAST = "fast"  # nested lifetimes stacked, others best-fit into freed memory
+    MAX_REUSE = "max_reuse"  # always best fit into freed memory: least memory, least overlap
+
+
+class SchedulingHeuristic(enum.Enum):
+    """Which ready instruction NKI's scheduler issues next (needs scheduling=True)."""
+
+    ASAP = "asap"  # the one that can start first (the default)
+    CRITICAL_PATH = "critical_path"  # the one on the longest path to the kernel's outputs
+    DMA_PREFETCH = "dma_prefetch"  # a DMA before any other instruction
+    TRIVIAL = "trivial"  # the kernel's program order
+
+
+class AddressRotation(enum.Enum):
+    """Whether the backend may move a memloc's address for a better layout."""
+
+    AUTO = "auto"  # off for fixed addresses (the kernel's or NKI's allocation), on otherwise
+    ENABLE = "enable"
+    DISABLE = "disable"
+
+
+class OptLevel(enum.Enum):
+    """How many optimizations the new (LINEAR) flow applies; the current flow ignores it."""
+
+    O0 = 0  # every multi-engine instruction without engine= on its default engine
+    O1 = 1  # (default) the compiler picks the engine of each nisa.tensor_copy without engine=
+    O2 = 2  # O1 plus the flow's optimizations (prefetch_auto, dma_copy_elim, element_widening...)
+
+
+# Options that act only when NKI allocates (allocation=LINEAR): set with COLORING, a ValueError.
+_NEEDS_LINEAR = ("prefetch_auto", "split_reused_buffers", "experimental_allocation_mode")
+# Options that act only when NKI schedules (scheduling=True).
+_NEEDS_SCHEDULING = ("experimental_scheduling_heuristic",)
+_ENUM_OPTIONS = {
+    "allocation": (Allocation, False),
+    "opt_level": (OptLevel, False),
+    "experimental_allocation_mode": (AllocationMode, True),
+    "experimental_scheduling_heuristic": (SchedulingHeuristic, True),
+    "address_rotation": (AddressRotation, False),
+}
+
+
+def _enum_message(name: str, cls: type, optional: bool, value: Any) -> str:
+    tail = " or None" if optional else ""
+    hint = f" (e.g. {cls.__name__}.{next(iter(cls)).name})"
+    return (f"{name} must be an nki.compiler.{cls.__name__}{tail}{hint}, got {value!r} "
+            f"({type(value).__name__})")
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    """A flag: True/False, or 0/1 (an int or numpy bool); a string or other value is refused
+    (`"False"` would read as on)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, np.bool_) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {value!r} "
+                    f"({type(value).__name__})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileConfig:
+    """Per-kernel compile configuration, passed as `@nki.jit(compile_config=CompileConfig(...))`.
+
+    Defaults are the documented ones where the docs give them (COLORING, no NKI scheduling, O1,
+    ASAP, address rotation AUTO, the allocation fallback on); the optimizations default off.
+    """
+
+    allocation: Allocation = Allocation.COLORING
+    scheduling: bool = False
+    opt_level: OptLevel = OptLevel.O1
+    experimental_allocation_mode: AllocationMode | None = None
+    experimental_scheduling_heuristic: SchedulingHeuristic | None = None
+    address_rotation: AddressRotation = AddressRotation.AUTO
+    prefetch_auto: bool = False
+    split_reused_buffers: bool = False
+    non_ssa_legalization: bool = False
+    tensor_copy_elim: bool = False
+    dma_copy_elim: bool = False
+    element_widening: bool = False
+    engine_balancing: bool = False
+    register_load_reuse: bool = False
+    dead_code_elim: bool = False
+    remove_unused_instructions: bool = False
+    remove_overwritten_writes: bool = False
+    nki_alloc_fallback: bool = True
+    sbuf_allocation_fallback: bool = False
+    barrier_check: bool = False
+
+    def __post_init__(self) -> None:
+        for name, (cls, optional) in _ENUM_OPTIONS.items():
+            value = getattr(self, name)
+            if not (isinstance(value, cls) or (optional and value is None)):
+                raise TypeError(_enum_message(name, cls, optional, value))
+        for f in fields(self):
+            if f.name not in _ENUM_OPTIONS:
+                object.__setattr__(self, f.name, _as_bool(f"CompileConfig.{f.name}",
+                                                          getattr(self, f.name)))
+        if self.scheduling and self.allocation is not Allocation.LINEAR:
+            raise ValueError("scheduling=True needs allocation=Allocation.LINEAR, got "
+                             f"allocation={self.allocation}")
+        if self.allocation is Allocation.COLORING:
+            for name in _NEEDS_LINEAR:
+                if getattr(self, name) not in (None, False):
+                    raise ValueError(f"{name} acts only when NKI allocates; it cannot be set "
+                                     "with allocation=Allocation.COLORING.")
+        if not self.scheduling:
+            for name in _NEEDS_SCHEDULING:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} acts only when NKI schedules; set "
+                                     "scheduling=True as well.")
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from the defaults (for messages and reports)."""
+        default = CompileConfig()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+    def timing_options(self) -> TimingOptions:
+        """What the scheduler does differently under this configuration (module docstring)."""
+        heuristic = "compiler"
+        if self.scheduling:
+            h = self.experimental_scheduling_heuristic or SchedulingHeuristic.ASAP
+            heuristic = {SchedulingHeuristic.ASAP: "compiler",
+                         SchedulingHeuristic.TRIVIAL: "program",
+                         SchedulingHeuristic.CRITICAL_PATH: "critical_path",
+                         SchedulingHeuristic.DMA_PREFETCH: "dma_prefetch"}[h]
+        allocation = "traced"
+        if self.allocation is Allocation.LINEAR and self.experimental_allocation_mode is not None:
+            allocation = self.experimental_allocation_mode.value
+        place = not (self.allocation is Allocation.LINEAR and self.opt_level is OptLevel.O0)
+        return TimingOptions(order=heuristic, allocation=allocation, place_unknown_engine=place)
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """The scheduler's inputs a CompileConfig sets: `order` is "compiler" (trnsim's model of
+    the compiler's order, the default), "program" (as written), "critical_path" or
+    "dma_prefetch" (a list scheduler with that priority); `allocation` a CompilerRules
+    allocation policy ("traced": the addresses the trace gave); `place_unknown_engine` the
+    CompilerRules rule of that name."""
+
+    order: str = "compiler"
+    allocation: str = "traced"
+    place_unknown_engine: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecializationConfig:
+    """Per-kernel specialization-time configuration (`@nki.jit(specialization_config=...)`)."""
+
+    allow_nested_config_override: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allow_nested_config_override", _as_bool(
+            "SpecializationConfig.allow_nested_config_override",
+            self.allow_nested_config_override))
+
+
+__all__ = ["AddressRotation", "Allocation", "AllocationMode", "CompileConfig", "OptLevel",
+           "SchedulingHeuristic", "SpecializationConfig", "TimingOptions"]
