@@ -50,6 +50,7 @@ class TorchAdapter:
         return isinstance(x, torch.Tensor) and x.device.type == self.rt.name
 
     def launch(self, kernel: Any, args: Any, kwargs: dict, options: dict) -> Any:
+        from trnsim.nki.jit import launching_config
         from trnsim.nki.runner import run_kernel
 
         rt = self.rt
@@ -75,6 +76,9 @@ class TorchAdapter:
         run = run_kernel(kernel, nargs, nkwargs, chip=rt.chip, hbm=rt.hbm, host_outputs=False,
                          onchip_pool=rt.onchip_pool, **options)
         run.outputs = self._to_torch(run.outputs, flat)
+        config = launching_config()  # the nki.jit kernel's compile_config: how it is timed
+        if config is not None:
+            run.extra["compile_config"] = config
         launching.record(rt, run, name, name, launching.describe(args, kwargs))
         return run
 

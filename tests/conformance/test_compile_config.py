@@ -147,9 +147,9 @@ def test_a_sub_kernel_config_may_be_overridden_or_agree():
     np.testing.assert_array_equal(same, x + 1)
 
 
-def _latency(config, x, **kw):
+def _latency(config, x, chip="trn2", **kw):
     k = nki.jit(_rows_of_exp) if config is None else nki.jit(compile_config=config)(_rows_of_exp)
-    return profile(k, x, chip="trn2", values=False, **kw)
+    return profile(k, x, chip=chip, values=False, **kw)
 
 
 def test_the_scheduling_heuristics_change_the_order_not_the_values():
@@ -173,3 +173,25 @@ def test_the_scheduling_heuristics_change_the_order_not_the_values():
     r = np.random.default_rng(1).standard_normal((256, 64)).astype(np.float32)
     k = nki.jit(compile_config=sched(SchedulingHeuristic.CRITICAL_PATH))(_rows_of_exp)
     np.testing.assert_allclose(k(r), np.exp(r), rtol=1e-5)
+
+
+def test_a_configured_kernel_on_device_tensors_is_timed_in_its_order():
+    torch = pytest.importorskip("torch")
+    import trnsim
+
+    x = torch.zeros((1024, 512), dtype=torch.float32)
+    trivial = CompileConfig(allocation=LINEAR, scheduling=True,
+                            experimental_scheduling_heuristic=SchedulingHeuristic.TRIVIAL)
+    chip = trnsim.backend.runtime.chip.name  # the device's chip (TRNSIM_CHIP)
+    want = {None: _latency(None, x.numpy(), chip).latency_ns,
+            "trivial": _latency(None, x.numpy(), chip, reorder=False).latency_ns}
+    assert want["trivial"] > want[None]
+    xd = x.to("trn")
+    for key, config in ((None, None), ("trivial", trivial)):
+        k = nki.jit(_rows_of_exp) if config is None else nki.jit(compile_config=config)(
+            _rows_of_exp)
+        with trnsim.profile_torch() as p:
+            out = k(xd)
+        assert torch.equal(out.cpu(), torch.ones_like(x))
+        (launch,) = p.launches
+        assert launch.latency_ns == pytest.approx(want[key])

@@ -21,6 +21,13 @@ _OUTER: contextvars.ContextVar[tuple[Any, Any] | None] = contextvars.ContextVar(
     "trnsim_outer_kernel_config", default=None)
 
 
+def launching_config() -> Any:
+    """The compile config of the nki.jit kernel being launched (None outside a launch or
+    without one): what a device adapter's launch (trnsim/backend) times it with."""
+    outer = _OUTER.get()
+    return None if outer is None else outer[0]
+
+
 class Kernel:
     """A kernel function plus its launch configuration (`kernel[lnc]` / `kernel[d0, d1]`) and
     its nki.compiler configuration (compile_config / specialization_config, or None)."""
