@@ -85,6 +85,15 @@ class UnsupportedError(TrnsimError, NotImplementedError):
         super().__init__(text)
 
 
+class ConfigValueError(KernelError, ValueError):
+    """A kernel configuration value outside its mode (nki.compiler.CompileConfig): also the
+    ValueError the NKI docs name, with the user's line."""
+
+
+class ConfigTypeError(KernelError, TypeError):
+    """A kernel configuration value of the wrong type: also the documented TypeError."""
+
+
 class UsageError(TrnsimError):
     """A command-line argument or input file is unusable: names it and says what is allowed."""
 

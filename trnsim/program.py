@@ -64,7 +64,10 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
             if len(_CODE_INFO) > 16384:
                 _CODE_INFO.clear()
             fname = code.co_filename
-            internal = is_internal_file(fname) or fname.startswith("<frozen")
+            internal = is_internal_file(fname) or fname.startswith("<frozen") or (
+                # code trnsim generated, e.g. a dataclass's __init__ (its globals are ours)
+                fname == "<string>" and str(frame.f_globals.get("__name__", "")).startswith(
+                    "trnsim."))
             info = _CODE_INFO[id(code)] = (code, internal, {})
         if not skip_internal or not info[1]:
             at = info[2]

@@ -104,6 +104,15 @@ def test_wrong_types_are_type_errors(kwargs, message):
         CompileConfig(**kwargs)
 
 
+def test_config_errors_name_the_users_line():
+    with pytest.raises(ValueError) as e:
+        CompileConfig(prefetch_auto=True)  # THE CONFIG LINE
+    assert "test_compile_config.py" in str(e.value) and "THE CONFIG LINE" in str(e.value)
+    with pytest.raises(TypeError) as e:
+        CompileConfig(allocation="linear")  # THE TYPE LINE
+    assert "THE TYPE LINE" in str(e.value)
+
+
 def test_flags_take_zero_and_one():
     assert CompileConfig(dma_copy_elim=1).dma_copy_elim is True
     assert CompileConfig(allocation=LINEAR, prefetch_auto=np.bool_(True)).prefetch_auto is True

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trnsim.chip import ALIASES
-from trnsim.errors import ConstraintError, SimulationWarning
+from trnsim.errors import ConfigTypeError, ConstraintError, SimulationWarning
 from trnsim.nki.compiler.config import CompileConfig, SpecializationConfig
 from trnsim.nki.context import maybe_current
 from trnsim.nki.runner import _is_array_arg, run_kernel
@@ -181,9 +181,9 @@ def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
 def _config_option(options: dict, name: str, cls: type) -> Any:
     value = options.pop(name, None)
     if value is not None and not isinstance(value, cls):
-        raise TypeError(f"nki.jit: {name} must be an nki.compiler.{cls.__name__} (from "
-                        f"nki.compiler import {cls.__name__}), got {value!r} "
-                        f"({type(value).__name__})")
+        raise ConfigTypeError(f"nki.jit: {name} must be an nki.compiler.{cls.__name__} (from "
+                              f"nki.compiler import {cls.__name__}), got {value!r} "
+                              f"({type(value).__name__})", capture_location())
     return value
 
 

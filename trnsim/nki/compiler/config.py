@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from trnsim.errors import ConfigTypeError, ConfigValueError
+from trnsim.program import capture_location
+
 
 class Allocation(enum.Enum):
     """Who assigns SBUF/PSUM/HBM addresses: neuronx-cc's graph coloring or NKI's linear scan."""
@@ -96,8 +99,8 @@ def _as_bool(name: str, value: Any) -> bool:
         return value
     if isinstance(value, np.bool_) or (isinstance(value, int) and value in (0, 1)):
         return bool(value)
-    raise TypeError(f"{name} must be a bool (True or False), got {value!r} "
-                    f"({type(value).__name__})")
+    raise ConfigTypeError(f"{name} must be a bool (True or False), got {value!r} "
+                          f"({type(value).__name__})", capture_location())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,27 +133,34 @@ class CompileConfig:
     barrier_check: bool = False
 
     def __post_init__(self) -> None:
+        """The documented checks (module docstring), raised at the user's line: a
+        ConfigTypeError is a TypeError, a ConfigValueError a ValueError."""
         for name, (cls, optional) in _ENUM_OPTIONS.items():
             value = getattr(self, name)
             if not (isinstance(value, cls) or (optional and value is None)):
-                raise TypeError(_enum_message(name, cls, optional, value))
+                raise ConfigTypeError(_enum_message(name, cls, optional, value),
+                                      capture_location())
         for f in fields(self):
             if f.name not in _ENUM_OPTIONS:
                 object.__setattr__(self, f.name, _as_bool(f"CompileConfig.{f.name}",
                                                           getattr(self, f.name)))
+        problem = None
         if self.scheduling and self.allocation is not Allocation.LINEAR:
-            raise ValueError("scheduling=True needs allocation=Allocation.LINEAR, got "
-                             f"allocation={self.allocation}")
-        if self.allocation is Allocation.COLORING:
+            problem = ("scheduling=True needs allocation=Allocation.LINEAR, got "
+                       f"allocation={self.allocation}")
+        elif self.allocation is Allocation.COLORING:
             for name in _NEEDS_LINEAR:
                 if getattr(self, name) not in (None, False):
-                    raise ValueError(f"{name} acts only when NKI allocates; it cannot be set "
-                                     "with allocation=Allocation.COLORING.")
-        if not self.scheduling:
+                    problem = (f"{name} acts only when NKI allocates; it cannot be set with "
+                               "allocation=Allocation.COLORING.")
+                    break
+        if problem is None and not self.scheduling:
             for name in _NEEDS_SCHEDULING:
                 if getattr(self, name) is not None:
-                    raise ValueError(f"{name} acts only when NKI schedules; set "
-                                     "scheduling=True as well.")
+                    problem = (f"{name} acts only when NKI schedules; set scheduling=True as "
+                               "well.")
+        if problem is not None:
+            raise ConfigValueError(problem, capture_location())
 
     def changed(self) -> dict[str, Any]:
         """The options that differ from the defaults (for messages and reports)."""
