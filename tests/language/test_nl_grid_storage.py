@@ -254,6 +254,28 @@ def test_stream_over_a_block_grid():
     assert got[1] == ("NkiBlockGrid", (2,), (2, 2), (72, 256))
 
 
+def test_transposed_stream_slots_clamp_the_ragged_step():
+    """transpose_axes=(1, 0): each column of (128, 128) tiles lands as a row of tiles; the
+    44-column last step gets a 44-row view of its slot."""
+    got = {}
+
+    def kernel(src):
+        g = nl.tiles(src, tile_shape=(128, 128))  # (256, 300)
+        out = nl.ndarray((300, 256), src.dtype, buffer=nl.shared_hbm)
+        og = nl.tiles(out, tile_shape=(128, 128))
+        bufs = nl.alloc_stream_buffers(g, buffer=nl.sbuf, dim=1, transpose_axes=(1, 0))
+        for k in range(g.shape[1]):
+            got[k] = bufs[k].element_shape
+            for i in range(g.shape[0]):
+                nisa.dma_transpose(dst=bufs[k][i].data, src=g[i, k].data, axes=(1, 0))
+                nisa.dma_copy(dst=og[k, i].data, src=bufs[k][i].data)
+        return out
+
+    x = np.arange(256 * 300, dtype=np.float32).reshape(256, 300)
+    np.testing.assert_array_equal(nki.simulate(kernel)(x), x.T)
+    assert got == {0: (128, 256), 1: (128, 256), 2: (44, 256)}
+
+
 def test_slots_alias_modulo_num_slots_and_selecting_issues_nothing():
     got = {}
 
