@@ -285,21 +285,40 @@ def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = sbuf, name: str 
 
 @language_function
 def zeros_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
-    """Zeros with x's shape (and dtype unless given); buffer defaults to SBUF."""
+    """Zeros with x's shape (and dtype unless given); buffer defaults to SBUF. x is a tensor:
+    the documented API (SDK 2.33 and later) takes no grid here, unlike nl.empty_like."""
+    from trnsim.nki.grids import NkiGrid
+
+    if isinstance(x, NkiGrid):
+        raise ConstraintError(
+            f"nl.zeros_like: x is a {type(x).__name__}; zeros_like takes a tensor. For a grid, "
+            "allocate with nl.empty_like(grid) and fill it with nisa.memset on its .data"
+        )
     return zeros(
         x.shape, dtype if dtype is not None else x.dtype, sbuf if buffer is None else buffer, name
     )
 
 
 @language_function
-def empty_like(x: Any, dtype: Any = None, buffer: Any = None, name: str = "") -> NkiTensor:
-    """An uninitialised tensor with x's shape; dtype and buffer default to x's."""
-    return ndarray(
-        x.shape,
-        dtype if dtype is not None else x.dtype,
-        x.buffer if buffer is None else buffer,
-        name,
-    )
+def empty_like(
+    x: Any,
+    dtype: Any = None,
+    buffer: Any = None,
+    name: str = "",
+    *,
+    transpose_axes: Any = None,
+    address: Any = None,
+) -> Any:
+    """Uninitialised storage with x's geometry; dtype and buffer default to x's.
+
+    x is an NkiTensor (a tensor of its shape) or an NkiTileGrid/NkiBlockGrid (a grid of the
+    same type, navigation shape, tile shape, block grouping and edge extents; the cells of a
+    strided selection are packed). transpose_axes shapes an SBUF destination for a later
+    nisa.dma_transpose with those axes; address places it as in nl.ndarray.
+    """
+    from trnsim.nki.grid_storage import like
+
+    return like(x, dtype, buffer, name, transpose_axes, address)
 
 
 _CONSTANT_DTYPES = (

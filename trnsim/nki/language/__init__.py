@@ -2,7 +2,8 @@
 
 Re-exported here: buffers and tensor creation (trnsim.nki.creation), the convenience wrappers
 nl.add, nl.matmul, nl.softmax, ... (trnsim.nki.lang_ops, lang_data, lang_reduce), the 0.7
-tile/block grids (trnsim.nki.grids) and the device loops (trnsim.nki.loops).
+tile/block grids (trnsim.nki.grids), grid-shaped storage and stream pools
+(trnsim.nki.grid_storage) and the device loops (trnsim.nki.loops).
 """
 
 from __future__ import annotations
@@ -292,6 +293,7 @@ class _TileSize:
 tile_size = _TileSize()
 
 # ---------------------------------------------------------------- re-exports
+from trnsim.nki.grid_storage import NkiStreamBuffers, alloc_stream_buffers  # noqa: E402
 from trnsim.nki.grids import (  # noqa: E402
     NkiBlockGrid,
     NkiGrid,
@@ -312,8 +314,10 @@ _ = (
     while_loop,
     NkiBlockGrid,
     NkiGrid,
+    NkiStreamBuffers,
     NkiTileGrid,
     alloc_blocks,
+    alloc_stream_buffers,
     alloc_tiles,
     blocks,
     tiles,
