@@ -40,6 +40,13 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   written since, is not issued: the compiler keeps the tile it loaded, and the readers of the
   second load wait for the first. The window (in loads, program order) is a chip number,
   `timing.load_reuse_window`; 0 (no reuse, the rule inert) on every chip until a fit adopts it.
+- allocation: not a switch but a policy (ALLOCATIONS): where the automatic SBUF/PSUM tiles
+  are placed. "traced" (the default, and CompilerRules.none()'s) keeps the trace-time
+  addresses; "ring", "fast" and "max_reuse" re-place them by their true live ranges (first to
+  last access) as NKI's documented linear-scan allocation modes RING, FAST and MAX_REUSE
+  describe (trnsim/timing/realloc.py), which changes the false WAR/WAW waits between tiles
+  sharing bytes. Explicit addresses never move; a policy that cannot fit the live tiles keeps
+  the traced addresses and says so in the profile's notes.
 """
 
 from __future__ import annotations
@@ -58,6 +65,9 @@ from trnsim.spec import instruction_specs
 from trnsim.timing.statics import COMPUTE, TABLE_LOAD, TENSOR
 
 _MATMULS = ("nc_matmul", "nc_matmul_mx")
+# Policies of the rule `allocation` (timing/realloc.py): the trace's addresses, then NKI's
+# linear-scan modes RING, FAST, MAX_REUSE.
+ALLOCATIONS = ("traced", "ring", "fast", "max_reuse")
 _ACTIVATIONS = ("activation", "activation_reduce", "activate2")
 
 
@@ -74,6 +84,12 @@ class CompilerRules:
     refetch_clean_blocks: bool = True
     evict_by_next_use: bool = True
     reuse_loads: bool = True
+    allocation: str = "traced"
+
+    def __post_init__(self) -> None:
+        if self.allocation not in ALLOCATIONS:
+            raise ValueError(f"CompilerRules: allocation {self.allocation!r} is not an "
+                             f"allocation policy (allowed: {', '.join(ALLOCATIONS)})")
 
     @classmethod
     def none(cls) -> CompilerRules:

@@ -6,10 +6,11 @@ Knows nothing about values beyond handing back the kernel's outputs.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trnsim.allocation import TileRecord
 from trnsim.chipspec import ChipSpec
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
@@ -121,6 +122,12 @@ class Profile:
 
     def producer(self, i: int) -> int:
         return self.timeline.blocker[i]
+
+    @property
+    def notes(self) -> list[str]:
+        """What a compiler rule could not do for this run (e.g. an allocation policy that
+        did not fit, timed at the traced addresses instead); each was also warned."""
+        return self.timeline.notes
 
     def deps(self, i: int) -> list[Dep]:
         """Every producer instruction i waits for: (producer, flow|anti|output, operand)."""
@@ -403,12 +410,15 @@ def time_program(
     values: bool = True,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    allocations: Sequence[TileRecord] | None = None,
 ) -> Profile:
     """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
     compiler's order, see timing/reorder.py; False: as written; rules: the compiler rules of
-    timing/compiler.py, default all on)."""
+    timing/compiler.py, default all on; allocations: the launch's on-chip allocation records,
+    `run.device.allocations`, which the rule `allocation` needs unless it is "traced")."""
     with gc_paused():  # (see schedule)
-        return Profile(program, schedule(program, chip, reorder, rules), chip, outputs, values)
+        tl = schedule(program, chip, reorder, rules, allocations)
+        return Profile(program, tl, chip, outputs, values)
 
 
 def profile(
@@ -429,7 +439,7 @@ def profile(
     reorder=False times the instructions in program order instead of the compiler's order;
     rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if;
     refetch_clean_blocks and evict_by_next_use change what a Beta-1 launch records, the others
-    how it is timed).
+    how it is timed; e.g. CompilerRules(allocation="ring") re-places the automatic tiles).
     numerics="fast" computes nc_matmul in fp32 BLAS (core.NUMERICS); the timeline is the same.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """
@@ -444,7 +454,8 @@ def profile(
         opts["rules"] = rules  # two rules act while a Beta-1 kernel runs (its allocation)
     run = k.launch(args, kwargs, chip=resolve_chip(chip), values=values, **opts)
     prof = time_program(
-        run.program, run.chip, run.outputs if values else None, values, reorder, rules
+        run.program, run.chip, run.outputs if values else None, values, reorder, rules,
+        run.device.allocations,
     )
     prof.kernel_name = run.kernel_name
     prof.host_peak_resident_bytes = run.device.host_peak_resident_bytes
