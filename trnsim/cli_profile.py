@@ -125,7 +125,8 @@ def write_profile(runs: list, output: str, dma_rows: str = "queue",
 
     profiles = []
     for r in runs:
-        prof = time_program(r.program, r.chip, reorder=reorder)
+        prof = time_program(r.program, r.chip, reorder=reorder,
+                            allocations=r.device.allocations)
         prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
         profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, dma_rows)

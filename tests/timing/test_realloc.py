@@ -220,10 +220,17 @@ def test_a_policy_without_allocation_records_says_so():
 # ---------------------------------------------------------------- the rule's switch
 def test_invalid_policy_name_lists_the_allowed_ones():
     with pytest.raises(ValueError, match=r"allocation 'linear' is not an allocation policy "
-                       r"\(allowed: traced, ring, fast, max_reuse\)"):
+                       r"\(allowed: traced, ring, fast, max_reuse, or None for the chip's\)"):
         CompilerRules(allocation="linear")
-    assert CompilerRules().allocation == CompilerRules.none().allocation == "traced"
     assert ALLOCATIONS == ("traced", "ring", "fast", "max_reuse")
+
+
+def test_the_default_is_the_chips_policy_and_none_keeps_the_traced_addresses():
+    assert CompilerRules().allocation is None
+    assert CompilerRules.none().allocation == "traced"
+    for chip in ("tiny", "trn2", "trn3"):
+        assert CompilerRules().allocation_for(chip) == "traced"
+    assert CompilerRules(allocation="fast").allocation_for("trn2") == "fast"
 
 
 def test_records_follow_dropped_instructions():
@@ -252,3 +259,36 @@ def test_a_kernel_records_its_tiles_and_every_policy_keeps_its_values():
             assert _fields(p.timeline) == _fields(base.timeline)
     absent = time_program(base.program, chip)  # no records: traced needs none
     assert _fields(absent.timeline) == _fields(base.timeline)
+
+
+def test_a_chip_listed_in_compiler_yaml_gets_its_policy(monkeypatch, tmp_path):
+    """isa/compiler.yaml allocation_policies names a chip's policy (none is listed now): with
+    the tiny chip listed as ring, the default rules re-place the tiles (B's wait goes); a
+    record without allocation records keeps its addresses silently; a name that is not a
+    policy is a SpecError."""
+    import warnings
+
+    from trnsim.errors import SpecError
+    from trnsim.timing import compiler
+
+    text = compiler._data_path().read_text()
+    assert "chips: {}" in text
+    path = tmp_path / "compiler.yaml"
+    path.write_text(text.replace("chips: {}", "chips: {tiny: ring}"))
+    monkeypatch.setattr(compiler, "_data_path", lambda: path)
+    compiler.compiler_data.cache_clear()
+    try:
+        assert CompilerRules().allocation_for("tiny") == "ring"
+        b, records = war_program()
+        chip = load_chip(TINY)
+        assert Scheduler(chip, CompilerRules(), records).run(b.program).start == [0, 174, 0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tl = Scheduler(chip, CompilerRules()).run(b.program)
+        assert (tl.start, tl.notes) == ([0, 174, 348], [])
+        path.write_text(text.replace("chips: {}", "chips: {tiny: linear}"))
+        compiler.compiler_data.cache_clear()
+        with pytest.raises(SpecError, match=r"allocation_policies.chips.tiny: 'linear' is not"):
+            compiler.compiler_data()
+    finally:
+        compiler.compiler_data.cache_clear()

@@ -84,8 +84,11 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         ScalarE equivalents (a copy of the list with moved instructions) and dropped
         zero-fills and reused loads."""
         rules = self.rules
-        if rules.allocation != "traced":
-            program, note = reallocate(program, self.allocations, rules.allocation)
+        policy = rules.allocation_for(self.chip.name)
+        # (the chip's own policy on a record without allocation records, e.g. a hand-made
+        # one, keeps its addresses silently: only a policy asked for is reported)
+        if policy != "traced" and (self.allocations is not None or rules.allocation):
+            program, note = reallocate(program, self.allocations, policy)
             if note:
                 self.notes.append(note)
                 warnings.warn(note, SimulationWarning, stacklevel=2)
