@@ -147,7 +147,8 @@ def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRec
     from trnsim.timing.profile import run_timing, time_program
 
     order, rules = run_timing(run)  # a user kernel's compile_config (user_kernels.py)
-    prof = time_program(run.program, rt.chip, rules=rules, order=order)
+    prof = time_program(run.program, rt.chip, rules=rules, order=order,
+                        allocations=getattr(getattr(run, "device", None), "allocations", None))
     prof.kernel_name = kname
     with rt.lock:
         rec = LaunchRecord(op, kname, None, rt.clock_ns, prof.latency_ns, shapes)

@@ -1,6 +1,7 @@
 """Calibration of the timing model's undocumented parameters on issue 16's calibration set.
 
     PYTHONPATH=. python benchmarks/calibrate.py [--write] [--grid N] [--fit-load-window]
+        [--fit-allocation]
 
 The calibration set is the one issue 16 names, as far as the project has its own rewrites of
 the kernels: the trn1 matmul tutorial ladder (4 points), the SD-attention tutorial kernel, and
@@ -25,9 +26,12 @@ whose 2 KiB loads are as many, slower than measured: it stays at the engine rate
 `--fit-load-window` adds the window of the compiler rule reuse_loads (a count: its grid and fit
 take only the listed values, and values that reuse the same loads are timed once); it is not in
 the default fit (README "Fidelity report": it lowers the in-sample error, not the
-leave-one-out one). `--write` puts the in-sample values into isa/chips/trn1.yaml with kind
-`fitted`, source FITTED and the data they came from. The printed in-sample figures are then
-re-timed at the written values (not interpolated).
+leave-one-out one). `--fit-allocation` is a what-if: the same fit with the automatic tiles of
+every program re-placed by each policy of the compiler rule `allocation`
+(trnsim/timing/realloc.py), its in-sample and leave-one-out MAPE per policy. `--write` puts
+the in-sample values into isa/chips/trn1.yaml with kind `fitted`, source FITTED and the data
+they came from. The printed in-sample figures are then re-timed at the written values (not
+interpolated).
 """
 
 from __future__ import annotations
@@ -50,9 +54,10 @@ from heldout import CASES, ROOT, _kernel
 from trnsim.chip import load_chip
 from trnsim.nki.jit import _as_kernel
 from trnsim.nki.runner import resolve_chip
-from trnsim.timing.compiler import reused_loads
+from trnsim.timing.compiler import ALLOCATIONS, CompilerRules, reused_loads
 from trnsim.timing.dma import plan_dma
 from trnsim.timing.profile import time_program
+from trnsim.timing.realloc import reallocate
 
 
 @dataclass(frozen=True)
@@ -187,18 +192,36 @@ CAL = [c for c in CASES if c.chip == "trn1"]
 
 
 def record(case) -> tuple:
-    """The case's program record and chip (values=False), made once."""
+    """The case's program record and chip (values=False), made once, and its on-chip
+    allocation records (for --fit-allocation)."""
     args = [np.broadcast_to(np.zeros((), case.dtype), s) for s in case.shapes]
     run = _as_kernel(_kernel(case)).launch(
         args, case.kwargs, chip=resolve_chip(case.chip), values=False
     )
-    return run.program, run.chip
+    return run.program, run.chip, run.device.allocations
+
+
+# Programs are timed as placed: the allocation policy (the chip's, or --fit-allocation's) is
+# applied once per program (placed()), not again at every grid point.
+AS_PLACED = CompilerRules(allocation="traced")
+
+
+def placed(recorded, policy: str | None = None) -> list[tuple]:
+    """(program, chip) per recorded case, its automatic tiles re-placed by `policy` (None:
+    the chip's allocation policy, compiler rule `allocation`)."""
+    out = []
+    for c, (prog, chip, allocs) in zip(CAL, recorded, strict=True):
+        moved, note = reallocate(prog, allocs, policy or CompilerRules().allocation_for(chip.name))
+        if note:
+            print(f"{c.name}: {note}")
+        out.append((moved, chip))
+    return out
 
 
 def timed(program, chip_name: str, values: dict[str, float]) -> tuple[float, dict[str, float]]:
     """(latency ms, engine active % of core 0) with the chip's params set to `values`."""
     chip = load_chip(chip_name, **values)
-    prof = time_program(program, chip, values=False)
+    prof = time_program(program, chip, values=False, rules=AS_PLACED)
     lat = prof.latency_ns
     active = {row: 100 * ns / lat for (core, row), ns in prof.engine_active_ns.items() if core == 0}
     return lat / 1e6, active
@@ -331,6 +354,8 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", help="smoke run: only the points whose name has one")
     ap.add_argument("--fit-load-window", action="store_true",
                     help="also fit timing.load_reuse_window (compiler rule reuse_loads)")
+    ap.add_argument("--fit-allocation", action="store_true",
+                    help="what-if: the fit under each policy of the compiler rule allocation")
     opts = ap.parse_args()
     global CAL, PARAMS
     if opts.fit_load_window:
@@ -338,11 +363,29 @@ def main() -> None:
     if opts.only:
         CAL = [c for c in CAL if any(s in c.name for s in opts.only)]
     t0 = time.process_time()
-    programs = [record(c) for c in CAL]
+    recorded = [record(c) for c in CAL]
+    programs = placed(recorded)
     axes = [p.grid(opts.grid) for p in PARAMS]
+    measured = np.array([c.published_ms for c in CAL])
+    if opts.fit_allocation:
+        fit_allocation(recorded, axes, measured, opts.write, t0)
+        return
+    table = grid_table(CAL, programs, axes, t0)
+    fitted, loo = fit_all(table, axes, measured)
+    if opts.write:
+        write_values(fitted, CAL)
+    print("\nParameters (bounds; physical meaning):")
+    for p in PARAMS:
+        print(f"  {p.key} = {fitted[p.key]:.1f}  [{p.low:g}, {p.high:g}]  {p.meaning}")
+    report(programs, fitted, measured, loo)
+    print(f"\n({time.process_time() - t0:.0f} s cpu)")
+
+
+def grid_table(cases, programs, axes, t0: float) -> np.ndarray:
+    """log latency of every case's program at every grid combination of the parameters."""
     shape = [len(a) for a in axes]
-    table = np.zeros((*shape, len(CAL)))
-    for j, (c, (prog, chip)) in enumerate(zip(CAL, programs, strict=True)):
+    table = np.zeros((*shape, len(cases)))
+    for j, (c, (prog, chip)) in enumerate(zip(cases, programs, strict=True)):
         # Per parameter, the grid values that time the program differently, each with the grid
         # indices it stands for (a parameter the program does not depend on: one value).
         choices = []
@@ -363,7 +406,11 @@ def main() -> None:
             f"({time.process_time() - t0:.0f} s cpu)",
             flush=True,
         )
-    measured = np.array([c.published_ms for c in CAL])
+    return table
+
+
+def fit_all(table: np.ndarray, axes, measured: np.ndarray) -> tuple[dict[str, float], list]:
+    """(in-sample fit as written into the chip file, leave-one-out predictions in ms)."""
     everyone = np.ones(len(CAL), bool)
     priors = [p.prior for p in PARAMS]
     discrete = tuple(k for k, p in enumerate(PARAMS) if p.values)
@@ -377,17 +424,67 @@ def main() -> None:
         use[j] = False
         xj = fit(table, axes, measured, use, priors=priors, discrete=discrete)
         loo.append(math.exp(_interp(table, axes, xj)[j]))
-    if opts.write:
-        write_values(fitted, CAL)
-    print("\nParameters (bounds; physical meaning):")
-    for p in PARAMS:
-        print(f"  {p.key} = {fitted[p.key]:.1f}  [{p.low:g}, {p.high:g}]  {p.meaning}")
-    report(programs, fitted, measured, loo)
+    return fitted, loo
+
+
+def fit_allocation(recorded, axes, measured: np.ndarray, write: bool, t0: float) -> None:
+    """What-if: the whole fit under each policy of the compiler rule `allocation` (each
+    program's automatic tiles re-placed once, then timed on the grid as usual); a program the
+    policy leaves unchanged reuses the traced column. Prints each policy's per-point table and
+    a summary, and the leave-one-out MAPE when the policy too is chosen by the other points."""
+    if write:
+        raise SystemExit("calibrate: --fit-allocation is a what-if; it writes nothing")
+    traced = placed(recorded, "traced")
+    base = grid_table(CAL, traced, axes, t0)
+    results = {}
+    for policy in ALLOCATIONS:
+        programs, table = traced, base
+        if policy != "traced":
+            programs = placed(recorded, policy)
+            changed = [j for j, (p, q) in enumerate(zip(programs, traced, strict=True))
+                       if p[0] is not q[0]]
+            print(f"\n== allocation {policy!r}: {len(changed)} of {len(CAL)} programs change",
+                  flush=True)
+            table = base.copy()
+            if changed:
+                table[..., changed] = grid_table([CAL[j] for j in changed],
+                                                 [programs[j] for j in changed], axes, t0)
+        fitted, loo = fit_all(table, axes, measured)
+        print(f"\n== allocation {policy!r}: fitted "
+              + ", ".join(f"{k} = {v:g}" for k, v in fitted.items()))
+        ins = report(programs, fitted, measured, loo)
+        results[policy] = (table, fitted, loo, ins)
+    print(f"\nallocation policy: MAPE in-sample / leave-one-out ({len(CAL)} points)")
+    for policy, (_, _, loo, ins) in results.items():
+        e_in = np.mean([abs(ins[c.name] / m - 1) for c, m in zip(CAL, measured, strict=True)])
+        e_loo = np.mean(np.abs(np.array(loo) / measured - 1))
+        print(f"  {policy:10s} {100 * e_in:5.1f} % / {100 * e_loo:5.1f} %")
+    # the policy chosen too: per held-out point, the policy whose fit on the other points errs
+    # least there (interpolated), then that policy's prediction
+    chosen = []
+    for j in range(len(CAL)):
+        use = np.ones(len(CAL), bool)
+        use[j] = False
+        best = None
+        for policy, (table, _, _, _) in results.items():
+            priors = [p.prior for p in PARAMS]
+            discrete = tuple(k for k, p in enumerate(PARAMS) if p.values)
+            xj = fit(table, axes, measured, use, priors=priors, discrete=discrete)
+            pred = np.exp(_interp(table, axes, xj))
+            err = float(np.mean(np.abs(np.log(pred[use] / measured[use]))))
+            if best is None or err < best[0] - 1e-9:
+                best = (err, policy, float(pred[j]))
+        chosen.append(best)
+    e = np.mean([abs(p / m - 1) for (_, _, p), m in zip(chosen, measured, strict=True)])
+    print(f"  policy chosen by the other points: leave-one-out {100 * e:.1f} % ("
+          + ", ".join(f"{c.name}: {pol}" for c, (_, pol, _) in zip(CAL, chosen, strict=True))
+          + ")")
     print(f"\n({time.process_time() - t0:.0f} s cpu)")
 
 
-def report(programs, fitted, measured, loo) -> None:
-    """Per point: measured, in-sample (re-timed at the fit), leave-one-out (interpolated)."""
+def report(programs, fitted, measured, loo) -> dict[str, float]:
+    """Per point: measured, in-sample (re-timed at the fit), leave-one-out (interpolated);
+    returns the in-sample latencies (ms) by point."""
     print(
         f"\n{'point':34s} {'meas ms':>8s} {'fit ms':>8s} {'err':>6s} {'LOO ms':>8s} "
         f"{'err':>6s}  engine active % sim/meas (S V G)"
@@ -423,6 +520,7 @@ def report(programs, fitted, measured, loo) -> None:
     order_sim = sorted(ladder, key=ins.get)
     order_pub = sorted(ladder, key=pub.get)
     print(f"  order {'kept' if order_sim == order_pub else 'differs'}: {' < '.join(order_sim)}")
+    return ins
 
 
 if __name__ == "__main__":

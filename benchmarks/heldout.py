@@ -129,8 +129,10 @@ def run(case: Case) -> None:
     t0 = time.process_time()
     kernel = _kernel(case)
     run = _as_kernel(kernel).launch(args, case.kwargs, chip=resolve_chip(case.chip), values=False)
-    prof = time_program(run.program, run.chip, values=False)
-    written = time_program(run.program, run.chip, values=False, reorder=False)
+    allocs = run.device.allocations  # (the chip's allocation policy re-places tiles by them)
+    prof = time_program(run.program, run.chip, values=False, allocations=allocs)
+    written = time_program(run.program, run.chip, values=False, reorder=False,
+                           allocations=allocs)
     cpu = time.process_time() - t0
     sim_ms, written_ms = prof.latency_ns / 1e6, written.latency_ns / 1e6
     hfu = f"{case.published_hfu:5.1f}" if case.published_hfu is not None else "    -"

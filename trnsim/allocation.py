@@ -391,3 +391,46 @@ class OnChipMemory:
         return np.frombuffer(buf, dtype=np.uint8, count=size).reshape(
             self.partitions, self.bytes_per_partition
         )
+
+
+class TileRecord:
+    """One on-chip allocation of a launch, as the timing model's allocation rule sees it
+    (trnsim/timing/realloc.py): where the trace placed it, whether trnsim chose the address
+    (`auto`; an explicit address is the kernel's own and never moves), and when it was live
+    under Python's lifetimes: from the program index of the first instruction that could use
+    it (`born`, the program's length at the allocation) to the program's length when it was
+    released (`died`, -1: never released)."""
+
+    __slots__ = ("align", "auto", "born", "byte_start", "capacity", "core", "died",
+                 "nbytes", "partition_start", "partitions", "program", "space")
+
+    def __init__(self, space: str, core: int, partition_start: int, partitions: int,
+                 byte_start: int, nbytes: int, align: int, capacity: int, auto: bool,
+                 program: list):
+        self.space = space
+        self.core = core
+        self.partition_start = partition_start
+        self.partitions = partitions
+        self.byte_start = byte_start
+        self.nbytes = nbytes  # per partition
+        self.align = align  # of an automatic address in this memory
+        self.capacity = capacity  # usable bytes per partition of this memory
+        self.auto = auto
+        self.program = program  # the launch's program record (its length dates the release)
+        self.born = len(program)
+        self.died = -1
+
+    def released(self) -> None:
+        self.died = len(self.program)
+
+
+def drop_from_records(records: list[TileRecord], dead: set[int]) -> None:
+    """The instructions `dead` were removed from the program and the rest renumbered: move
+    each record's born/died to the new numbering."""
+    if not dead:
+        return
+    gone = sorted(dead)
+    for r in records:
+        r.born -= bisect.bisect_left(gone, r.born)
+        if r.died >= 0:
+            r.died -= bisect.bisect_left(gone, r.died)

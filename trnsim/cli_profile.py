@@ -125,7 +125,7 @@ def write_profile(runs: list, output: str, dma_rows: str = "queue",
 
     profiles = []
     for r in runs:
-        prof = time_run(r, reorder=reorder)
+        prof = time_run(r, reorder=reorder)  # (its compile config, allocation records)
         prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
         profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, dma_rows)

@@ -15,7 +15,7 @@ import numpy as np
 
 from trnsim import dtypes as dt
 from trnsim import semantics as sem
-from trnsim.allocation import HBM, OnChipMemory
+from trnsim.allocation import HBM, OnChipMemory, TileRecord
 from trnsim.errors import AllocationError, ConstraintError, KernelError, UnsupportedError
 from trnsim.hostmem import PendingFills
 from trnsim.memory import (
@@ -168,6 +168,11 @@ class NeuronCore:
             handle = mem.allocator.place(p0, parts, b0, nbytes)
         buf = Buffer(mem, space, self.index, p0, parts, b0, nbytes, space, name, handle,
                      loc=loc, shape=shape, dtype=dtype)
+        dev = self.device
+        buf.record = rec = TileRecord(space, self.index, p0, parts, b0, nbytes,
+                                      mem.allocator.align, mem.allocator.nbytes,
+                                      address is None, dev.program)
+        dev.allocations.append(rec)
         self._remember_live(space, handle, buf)
         view = View(buf, _whole_layout(dtype, shape))
         if space == "psum":
@@ -415,6 +420,9 @@ class Device:
         self.hbm.reset_peak()
         self.cores: dict[int, NeuronCore] = {}
         self.program: list[Instruction] = []
+        # Every on-chip allocation of the launch, in allocation order (the timing model's
+        # allocation rule, trnsim/timing/realloc.py, re-places the automatic ones).
+        self.allocations: list[TileRecord] = []
         self.progress: Any = None  # optional callback(instruction count) for progress displays
         self.guarded = False  # some buffer has a Buffer.write_guard: check written operands
 

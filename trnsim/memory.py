@@ -19,7 +19,7 @@ from trnsim.layout import Layout, interned, row_major  # noqa: F401 (memory's wi
 from trnsim.program import Region, SourceLocation
 
 if TYPE_CHECKING:
-    from trnsim.allocation import HBM, OnChipMemory
+    from trnsim.allocation import HBM, OnChipMemory, TileRecord
     from trnsim.hostmem import PendingPoison
 
 INT_POISON = 4  # AWS's simulator fills fresh integer tensors with 4 (nki-api.md §2.2)
@@ -67,6 +67,9 @@ class Buffer:
     # a block copied from it knows whether its source still holds the copied bytes (the
     # refetch rule, trnsim/compat/neuronxcc/nki/_refetch.py).
     last_write: int = -1
+    # The launch's record of this on-chip allocation (allocation.TileRecord; None: not
+    # recorded), told when the buffer is released.
+    record: TileRecord | None = None
 
     def __init__(self, memory: HBM | OnChipMemory, space: str, core: int | None,
                  partition_start: int, partitions: int, byte_start: int, nbytes: int,
@@ -112,6 +115,8 @@ class Buffer:
         handle, self._handle = self._handle, None
         if handle is not None:
             self.memory.allocator.free(handle)
+            if self.record is not None:
+                self.record.released()
 
     def __del__(self) -> None:  # cheaper to set up than weakref.finalize, once per tile
         # Not at interpreter exit: numpy may be torn down already (its C API capsule then

@@ -204,3 +204,18 @@ def test_a_configured_kernel_on_device_tensors_is_timed_in_its_order():
         assert torch.equal(out.cpu(), torch.ones_like(x))
         (launch,) = p.launches
         assert launch.latency_ns == pytest.approx(want[key])
+
+
+def test_linear_allocation_modes_time_as_the_allocation_rule():
+    from trnsim.timing.compiler import CompilerRules
+
+    x = np.zeros((1024, 512), np.float32)
+    plain = nki.jit(_rows_of_exp)
+    for mode in AllocationMode:
+        config = CompileConfig(allocation=LINEAR, experimental_allocation_mode=mode)
+        want = profile(plain, x, chip="trn2", values=False,
+                       rules=CompilerRules(allocation=mode.value))
+        got = _latency(config, x)
+        assert got.latency_ns == want.latency_ns, mode
+    # LINEAR without a mode keeps the traced addresses: the default timeline.
+    assert _latency(CompileConfig(allocation=LINEAR), x).latency_ns == _latency(None, x).latency_ns

@@ -40,6 +40,14 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   written since, is not issued: the compiler keeps the tile it loaded, and the readers of the
   second load wait for the first. The window (in loads, program order) is a chip number,
   `timing.load_reuse_window`; 0 (no reuse, the rule inert) on every chip until a fit adopts it.
+- allocation: not a switch but a policy (ALLOCATIONS): where the automatic SBUF/PSUM tiles
+  are placed. The default (None) is the chip's (isa/compiler.yaml allocation_policies;
+  "traced" for a chip not listed, and CompilerRules.none()'s). "traced" keeps the trace-time
+  addresses; "ring", "fast" and "max_reuse" re-place them by their true live ranges (first to
+  last access) as NKI's documented linear-scan allocation modes RING, FAST and MAX_REUSE
+  describe (trnsim/timing/realloc.py), which changes the false WAR/WAW waits between tiles
+  sharing bytes. Explicit addresses never move; a policy that cannot fit the live tiles keeps
+  the traced addresses and says so in the profile's notes.
 """
 
 from __future__ import annotations
@@ -58,6 +66,9 @@ from trnsim.spec import instruction_specs
 from trnsim.timing.statics import COMPUTE, TABLE_LOAD, TENSOR
 
 _MATMULS = ("nc_matmul", "nc_matmul_mx")
+# Policies of the rule `allocation` (timing/realloc.py): the trace's addresses, then NKI's
+# linear-scan modes RING, FAST, MAX_REUSE.
+ALLOCATIONS = ("traced", "ring", "fast", "max_reuse")
 _ACTIVATIONS = ("activation", "activation_reduce", "activate2")
 
 
@@ -74,11 +85,25 @@ class CompilerRules:
     refetch_clean_blocks: bool = True
     evict_by_next_use: bool = True
     reuse_loads: bool = True
+    # None: the chip's policy (isa/compiler.yaml allocation_policies; "traced" if not listed)
+    allocation: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.allocation is not None and self.allocation not in ALLOCATIONS:
+            raise ValueError(f"CompilerRules: allocation {self.allocation!r} is not an "
+                             f"allocation policy (allowed: {', '.join(ALLOCATIONS)}, or None "
+                             "for the chip's)")
+
+    def allocation_for(self, chip_name: str) -> str:
+        """The allocation policy on chip `chip_name`: the rule's, else the chip's."""
+        if self.allocation is not None:
+            return self.allocation
+        return compiler_data()["allocation_policies"].get(chip_name, "traced")
 
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False, False, False, False, False)
+        return cls(False, False, False, False, False, False, False, False, False, "traced")
 
 
 def _data_path() -> Path:
@@ -100,6 +125,7 @@ def compiler_data() -> Mapping[str, Any]:
         sets = raw["act_function_sets"]["sets"]
         engines = tuple(raw["placement_engines"]["engines"])
         equivalents = dict(raw["scalar_equivalents"]["ops"])
+        policies = dict(raw["allocation_policies"]["chips"] or {})
     except (KeyError, TypeError) as e:
         raise SpecError(f"compiler.yaml: missing or malformed key {e}") from e
     function_set: dict[str, tuple[str, ...]] = {}
@@ -113,7 +139,12 @@ def compiler_data() -> Mapping[str, Any]:
             raise SpecError(
                 f"compiler.yaml: scalar_equivalents.ops.{op}: {f!r} is in no activation set"
             )
+    for chip, policy in policies.items():
+        if policy not in ALLOCATIONS:
+            raise SpecError(f"compiler.yaml: allocation_policies.chips.{chip}: {policy!r} is not "
+                            f"an allocation policy (allowed: {', '.join(ALLOCATIONS)})")
     return {
+        "allocation_policies": policies,
         "function_set": function_set,
         "placement_engines": engines,
         "scalar_equivalents": equivalents,

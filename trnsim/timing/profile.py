@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trnsim.allocation import TileRecord
 from trnsim.chipspec import ChipSpec
-from trnsim.errors import SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.compiler import CompilerRules
@@ -124,6 +123,12 @@ class Profile:
 
     def producer(self, i: int) -> int:
         return self.timeline.blocker[i]
+
+    @property
+    def notes(self) -> list[str]:
+        """What a compiler rule could not do for this run (e.g. an allocation policy that
+        did not fit, timed at the traced addresses instead); each was also warned."""
+        return self.timeline.notes
 
     def deps(self, i: int) -> list[Dep]:
         """Every producer instruction i waits for: (producer, flow|anti|output, operand)."""
@@ -406,15 +411,17 @@ def time_program(
     values: bool = True,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    allocations: Sequence[TileRecord] | None = None,
     order: str = "compiler",
 ) -> Profile:
     """Schedule a program record on `chip` and wrap it as a Profile (reorder: in the
     compiler's order, see timing/reorder.py; False: as written; order: which order when
     reordering, reorder.ORDERS; rules: the compiler rules of timing/compiler.py, default all
-    on)."""
+    on; allocations: the launch's on-chip allocation records, `run.device.allocations`, which
+    the rule `allocation` needs unless it is "traced")."""
     with gc_paused():  # (see schedule)
-        return Profile(program, schedule(program, chip, reorder, rules, order), chip, outputs,
-                       values)
+        tl = schedule(program, chip, reorder, rules, allocations, order)
+        return Profile(program, tl, chip, outputs, values)
 
 
 def run_timing(run: Any, rules: CompilerRules | None = None) -> tuple[str, CompilerRules | None]:
@@ -429,23 +436,19 @@ def run_timing(run: Any, rules: CompilerRules | None = None) -> tuple[str, Compi
     changes: dict[str, Any] = {}
     if not opts.place_unknown_engine:
         changes["place_unknown_engine"] = False
-    if opts.allocation != "traced":
-        if "allocation" not in {f.name for f in dataclasses.fields(CompilerRules)}:
-            warnings.warn(SimulationWarning(
-                f"compile_config experimental_allocation_mode={opts.allocation!r}: trnsim "
-                "times the addresses the trace gave (the allocation modes are not modelled)"),
-                stacklevel=3)
-        else:
-            changes["allocation"] = opts.allocation
+    if opts.allocation != "traced":  # LINEAR's experimental_allocation_mode (timing/realloc.py)
+        changes["allocation"] = opts.allocation
     return opts.order, (dataclasses.replace(base, **changes) if changes else rules)
 
 
 def time_run(run: Any, reorder: bool = True, rules: CompilerRules | None = None,
              outputs: Any = None, values: bool = True) -> Profile:
     """time_program for a finished launch (trnsim.nki.runner.KernelRun), in the order and
-    with the rules its compile config asks for (run_timing)."""
+    with the rules its compile config asks for (run_timing), with its allocation records."""
     order, rules = run_timing(run, rules)
-    return time_program(run.program, run.chip, outputs, values, reorder, rules, order)
+    device = getattr(run, "device", None)
+    return time_program(run.program, run.chip, outputs, values, reorder, rules,
+                        getattr(device, "allocations", None), order)
 
 
 def profile(
@@ -466,7 +469,7 @@ def profile(
     reorder=False times the instructions in program order instead of the compiler's order;
     rules=CompilerRules(...) switches the compiler behaviours of timing/compiler.py (what-if;
     refetch_clean_blocks and evict_by_next_use change what a Beta-1 launch records, the others
-    how it is timed).
+    how it is timed; e.g. CompilerRules(allocation="ring") re-places the automatic tiles).
     numerics="fast" computes nc_matmul in fp32 BLAS (core.NUMERICS); the timeline is the same.
     `kernel` may be a plain function, an @nki.jit kernel or a launched `kernel[2]`.
     """

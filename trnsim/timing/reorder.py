@@ -23,6 +23,9 @@ with one queue per instruction).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from trnsim.allocation import TileRecord
 from trnsim.chipspec import ChipSpec
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
@@ -98,21 +101,24 @@ def schedule(
     chip: ChipSpec,
     reorder: bool = True,
     rules: CompilerRules | None = None,
+    allocations: Sequence[TileRecord] | None = None,
     order: str = "compiler",
 ) -> Timeline:
     """Time `program` on `chip`: as written (reorder=False or order="program"), or in the
     compiler's order (order="compiler", the default), or in the order of a list scheduler
     with NKI scheduling's CRITICAL_PATH or DMA_PREFETCH priority (timing/heuristics.py); with
-    the compiler rules `rules` (default: all on, see timing/compiler.py). The cyclic garbage
+    the compiler rules `rules` (default: all on, see timing/compiler.py) and the launch's
+    on-chip allocation records `allocations` (core.Device.allocations: the rule `allocation`
+    re-places automatic tiles by them; not needed while it is "traced"). The cyclic garbage
     collector pauses throughout (Scheduler.run): preparing a large program makes many objects
     and no cycles, and collections walking the growing record cost ~1/3 of the preparation."""
     if order not in ORDERS:
         raise ValueError(f"schedule: order={order!r} is not an order; allowed: "
                          f"{', '.join(ORDERS)}")
     if not reorder or order == "program":
-        return Scheduler(chip, rules).run(program)
+        return Scheduler(chip, rules, allocations).run(program)
     with gc_paused():
-        planner = Scheduler(chip, rules)
+        planner = Scheduler(chip, rules, allocations)
         planner.prepare(program, full_deps=True)
         if order == "compiler":
             asap = asap_ticks(planner)

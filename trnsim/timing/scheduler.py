@@ -14,9 +14,13 @@ base clock (the least common multiple of the engine clocks), so costs stay integ
 
 from __future__ import annotations
 
+import warnings
 from collections import deque
+from collections.abc import Sequence
 
+from trnsim.allocation import TileRecord
 from trnsim.chipspec import ChipSpec
+from trnsim.errors import SimulationWarning
 from trnsim.gcpause import gc_paused
 from trnsim.program import Instruction
 from trnsim.timing.barriers import BarrierMixin
@@ -34,6 +38,7 @@ from trnsim.timing.deps import ANTI, FLOW, DependencyTracker
 from trnsim.timing.dma import DmaSystem
 from trnsim.timing.engines import EngineIssueMixin
 from trnsim.timing.ports import Ports
+from trnsim.timing.realloc import reallocate
 from trnsim.timing.statics import BARRIER, COMPUTE, DMA, TABLE_LOAD, TENSOR, Statics
 from trnsim.timing.throttle import Throttle
 from trnsim.timing.timeline import EngineQueue, Timeline, base_clock_mhz
@@ -49,9 +54,14 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
     Queues are numbered (qid) and times live in flat lists indexed by instruction.
     """
 
-    def __init__(self, chip: ChipSpec, rules: CompilerRules | None = None):
+    def __init__(self, chip: ChipSpec, rules: CompilerRules | None = None,
+                 allocations: Sequence[TileRecord] | None = None):
+        """`allocations`: the launch's on-chip allocation records (core.Device.allocations),
+        which the compiler rule `allocation` needs unless it is "traced"."""
         self.chip = chip
         self.rules = CompilerRules() if rules is None else rules
+        self.allocations = allocations
+        self.notes: list[str] = []  # what a compiler rule could not do, for the profile
         base = base_clock_mhz(chip)
         self.ticks_per_ns = base / 1000
         self.period = {
@@ -70,9 +80,18 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
 
     def _compile(self, program: list[Instruction]) -> list[Instruction]:
         """The compiler rules that rewrite the record before timing (timing/compiler.py):
-        engine placement and ScalarE equivalents (a copy of the list with moved instructions)
-        and dropped zero-fills and reused loads."""
+        automatic tiles re-placed (rule `allocation`, not "traced"), engine placement and
+        ScalarE equivalents (a copy of the list with moved instructions) and dropped
+        zero-fills and reused loads."""
         rules = self.rules
+        policy = rules.allocation_for(self.chip.name)
+        # (the chip's own policy on a record without allocation records, e.g. a hand-made
+        # one, keeps its addresses silently: only a policy asked for is reported)
+        if policy != "traced" and (self.allocations is not None or rules.allocation):
+            program, note = reallocate(program, self.allocations, policy)
+            if note:
+                self.notes.append(note)
+                warnings.warn(note, SimulationWarning, stacklevel=2)
         if rules.place_unknown_engine and any(ins.engine_unknown for ins in program):
             period, cost = self.period, self.costs.cost
             program = place_engines(
@@ -110,6 +129,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
             [None] * n,
         )
         self.prepared = tl
+        tl.notes = self.notes
         self._stationary_keys: dict[int, tuple | None] = {}  # (deps are fixed from here on)
         self._kind = kinds = [COMPUTE] * n
         # Compute: (II, latency) in ticks (Tensor: and LoadStationary's); DMA: (trigger issue

@@ -44,6 +44,7 @@ activation that loads its activation table has table_loads (the load's start, en
     chunk_rows: list[tuple] = field(default_factory=list)  # ChunkRecord fields + count
     pending_samples: list[tuple[int, int]] = field(default_factory=list)
     throttle: dict[int, Throttle] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a compiler rule could not do
 
     @functools.cached_property
     def chunks(self) -> list[ChunkRecord]:

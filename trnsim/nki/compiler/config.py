@@ -11,7 +11,7 @@ What trnsim does with it (timing only; values never change): `timing_options()` 
 configuration into the scheduler's inputs: the instruction order (TRIVIAL: program order; ASAP,
 the default, and no NKI scheduling: the compiler order of trnsim.timing.reorder; CRITICAL_PATH and
 DMA_PREFETCH: a list scheduler with that priority), the allocation policy of LINEAR's modes
-(RING / FAST / MAX_REUSE, `trnsim.timing.compiler.CompilerRules.allocation` where it exists) and
+(RING / FAST / MAX_REUSE: `trnsim.timing.compiler.CompilerRules.allocation`, timing/realloc.py) and
 `opt_level=O0` (no engine placement of engine=unknown instructions). The other options are
 checked and kept but do not change the timeline (README, Conformance, lists them).
 

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from typing import Any
 
 from trnsim import dtypes as dt
+from trnsim.allocation import drop_from_records
 from trnsim.compat.neuronxcc.nki import _psum_spill, _refetch
 from trnsim.compat.neuronxcc.nki._nextuse import NEVER, NextUse, block_key
 from trnsim.compat.neuronxcc.nki._placement import Placement
@@ -450,6 +451,7 @@ def finish(ctx: Any, placement: Placement | None = None) -> None:
         pool.tentative.clear()
     if dead:
         drop_instructions(ctx.device.program, dead)
+        drop_from_records(ctx.device.allocations, dead)
 
 
 def drop_instructions(program: list, dead: set[int]) -> None:
