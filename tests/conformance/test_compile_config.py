@@ -219,3 +219,45 @@ def test_linear_allocation_modes_time_as_the_allocation_rule():
         assert got.latency_ns == want.latency_ns, mode
     # LINEAR without a mode keeps the traced addresses: the default timeline.
     assert _latency(CompileConfig(allocation=LINEAR), x).latency_ns == _latency(None, x).latency_ns
+
+
+def _scalar_ops(x):
+    """Independent tensor_scalar and tensor_copy ops left to the compiler's engine choice."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for _ in range(6):
+        u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+        v = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=v, src=t)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+def test_linear_opt_levels_place_engines_as_documented():
+    from trnsim.timing.compiler import CompilerRules
+
+    x = np.zeros((128, 2048), np.float32)
+    plain = nki.jit(_scalar_ops)
+
+    def engines(p):  # (opcode, the queue it was timed on)
+        return sorted({(ins.opcode, p.timeline.queue[ins.index][1]) for ins in p.program
+                       if ins.opcode in ("tensor_scalar", "tensor_copy")})
+
+    def run(config=None, rules=None):
+        k = plain if config is None else nki.jit(compile_config=config)(_scalar_ops)
+        return profile(k, x, chip="trn2", values=False, rules=rules)
+
+    everything = run()  # the current flow: every engine=unknown instruction placed
+    o0 = run(CompileConfig(allocation=LINEAR, opt_level=OptLevel.O0))
+    o1 = run(CompileConfig(allocation=LINEAR))
+    balanced = run(CompileConfig(allocation=LINEAR, engine_balancing=True))
+    assert o0.latency_ns == run(rules=CompilerRules(place_unknown_engine=False)).latency_ns
+    copies_only = CompilerRules(place_opcodes=frozenset({"tensor_copy"}))
+    assert o1.latency_ns == run(rules=copies_only).latency_ns
+    assert balanced.latency_ns == everything.latency_ns
+    # O1 keeps every tensor_scalar on its default engine, and moves copies.
+    assert {e for op, e in engines(o1) if op == "tensor_scalar"} == \
+        {e for op, e in engines(o0) if op == "tensor_scalar"}
+    assert len({e for op, e in engines(everything) if op == "tensor_scalar"}) > 1

@@ -10,7 +10,8 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
   not executed: it takes no engine time and its dependants wait for its own producers instead.
 - place_unknown_engine: an instruction the kernel left on engine=unknown, where no documented
   rule picks the engine, goes to whichever placement engine would finish it first, counting
-  each engine's work so far (greedy, program order).
+  each engine's work so far (greedy, program order); `place_opcodes` limits it to those
+  opcodes (NKI's LINEAR flow at opt level O1 places nisa.tensor_copy alone).
 - psum_port_placement: on NC-v2, where VectorE and ScalarE cannot touch PSUM at the same time
   (the compiler serialises such pairs; trainium-hw.md B.5), that greedy counts the shared PSUM
   port as a resource of its own: an instruction touching PSUM starts on an engine only when both
@@ -87,6 +88,9 @@ class CompilerRules:
     reuse_loads: bool = True
     # None: the chip's policy (isa/compiler.yaml allocation_policies; "traced" if not listed)
     allocation: str | None = None
+    # place_unknown_engine moves only these opcodes (None: any); NKI's LINEAR flow at O1
+    # chooses the engine of nisa.tensor_copy alone (nki.compiler.OptLevel)
+    place_opcodes: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.allocation is not None and self.allocation not in ALLOCATIONS:
@@ -280,13 +284,15 @@ def reused_loads(program: Sequence[Instruction], window: int) -> dict[int, int]:
 
 # ---------------------------------------------------------------- engine placement
 def place_engines(
-    program: list[Instruction], engine_ns: Any, shared_psum: bool = False
+    program: list[Instruction], engine_ns: Any, shared_psum: bool = False,
+    only: frozenset[str] | None = None,
 ) -> list[Instruction]:
     """`program` with each engine=unknown instruction (Instruction.engine_unknown) moved to the
     placement engine of its ISA record that would finish it first: each engine's work so far
     plus its own cost there (engine_ns(ins) = its II in ns on its engine). With `shared_psum`
     (rule psum_port_placement, NC-v2) an instruction touching PSUM also waits for the port the
-    placement engines share, which it then holds. The list is copied only if one moves."""
+    placement engines share, which it then holds. `only`: the opcodes that may move (None:
+    any; the rest keep their default engine). The list is copied only if one moves."""
     engines = compiler_data()["placement_engines"]
     specs = instruction_specs()
     candidates: dict[str, list[str]] = {}  # opcode -> placement engines it may move between
@@ -295,7 +301,8 @@ def place_engines(
         got = candidates.get(opcode)
         if got is None:
             spec = specs.get(opcode)
-            movable = spec is not None and spec.family != "control"  # barriers stay put
+            movable = (spec is not None and spec.family != "control"  # barriers stay put
+                       and (only is None or opcode in only))
             got = candidates[opcode] = (
                 [e for e in spec.engines if e in engines] if movable else [])
         return got

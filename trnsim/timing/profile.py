@@ -436,6 +436,8 @@ def run_timing(run: Any, rules: CompilerRules | None = None) -> tuple[str, Compi
     changes: dict[str, Any] = {}
     if not opts.place_unknown_engine:
         changes["place_unknown_engine"] = False
+    if opts.place_opcodes is not None:
+        changes["place_opcodes"] = opts.place_opcodes
     if opts.allocation != "traced":  # LINEAR's experimental_allocation_mode (timing/realloc.py)
         changes["allocation"] = opts.allocation
     return opts.order, (dataclasses.replace(base, **changes) if changes else rules)

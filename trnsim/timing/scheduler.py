@@ -98,6 +98,7 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
                 program,
                 lambda ins: cost(ins).ii * period[ins.engine],
                 shared_psum=rules.psum_port_placement and self.chip.nc_version <= 2,
+                only=rules.place_opcodes,
             )
         if rules.scalar_equivalent:
             program = place_scalar_equivalents(program)

@@ -8,12 +8,13 @@ write to its last read); `scheduling=True` (NKI orders the instructions, by
 `experimental_scheduling_heuristic`; it needs LINEAR). The rest are optimizations of those flows.
 
 What trnsim does with it (timing only; values never change): `timing_options()` turns a
-configuration into the scheduler's inputs: the instruction order (TRIVIAL: program order; ASAP,
-the default, and no NKI scheduling: the compiler order of trnsim.timing.reorder; CRITICAL_PATH and
-DMA_PREFETCH: a list scheduler with that priority), the allocation policy of LINEAR's modes
-(RING / FAST / MAX_REUSE: `trnsim.timing.compiler.CompilerRules.allocation`, timing/realloc.py) and
-`opt_level=O0` (no engine placement of engine=unknown instructions). The other options are
-checked and kept but do not change the timeline (README, Conformance, lists them).
+configuration into the scheduler's inputs: the instruction order (TRIVIAL: program order;
+ASAP, the default, and no NKI scheduling: the compiler order of trnsim.timing.reorder;
+CRITICAL_PATH and DMA_PREFETCH: a list scheduler with that priority), the allocation policy of
+LINEAR's modes (RING / FAST / MAX_REUSE: CompilerRules.allocation, timing/realloc.py) and the
+engine placement of LINEAR's opt levels (O0: none; O1, O2: nisa.tensor_copy only, or every
+engine=unknown instruction with engine_balancing; the current flow places them all). The other
+options are checked and kept but do not change the timeline (README, Conformance, lists them).
 
 Checks, as documented: an enum option given anything but a member of its enum is a TypeError;
 an option that acts only when NKI allocates, set with COLORING, and one that acts only when NKI
@@ -180,8 +181,14 @@ class CompileConfig:
         allocation = "traced"
         if self.allocation is Allocation.LINEAR and self.experimental_allocation_mode is not None:
             allocation = self.experimental_allocation_mode.value
-        place = not (self.allocation is Allocation.LINEAR and self.opt_level is OptLevel.O0)
-        return TimingOptions(order=heuristic, allocation=allocation, place_unknown_engine=place)
+        place, only = True, None
+        if self.allocation is Allocation.LINEAR:  # (the current flow ignores opt_level)
+            if self.opt_level is OptLevel.O0:
+                place = False  # every instruction without engine= on its default engine
+            elif not self.engine_balancing:
+                only = frozenset({"tensor_copy"})  # O1/O2 choose nisa.tensor_copy's engine
+        return TimingOptions(order=heuristic, allocation=allocation, place_unknown_engine=place,
+                             place_opcodes=only)
 
 
 @dataclass(frozen=True)
@@ -189,12 +196,13 @@ class TimingOptions:
     """The scheduler's inputs a CompileConfig sets: `order` is "compiler" (trnsim's model of
     the compiler's order, the default), "program" (as written), "critical_path" or
     "dma_prefetch" (a list scheduler with that priority); `allocation` a CompilerRules
-    allocation policy ("traced": the addresses the trace gave); `place_unknown_engine` the
-    CompilerRules rule of that name."""
+    allocation policy ("traced": the addresses the trace gave); `place_unknown_engine` and
+    `place_opcodes` the CompilerRules fields of those names."""
 
     order: str = "compiler"
     allocation: str = "traced"
     place_unknown_engine: bool = True
+    place_opcodes: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
