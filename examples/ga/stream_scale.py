@@ -5,7 +5,6 @@ two slots the load of step k + 1 can run while step k is computed. The kernel as
 allocate (Allocation.LINEAR) and to schedule, DMAs first (SchedulingHeuristic.DMA_PREFETCH).
 
 Run on the simulator:  trnsim run examples/ga/stream_scale.py
-Its timeline:          trnsim profile examples/ga/stream_scale.py -o stream.json --png stream.png
 """
 
 import nki
