@@ -136,3 +136,35 @@ def blocked_matmul_b1(a_t, b):
                 value=b1nl.copy(acc, dtype=b1nl.float32),
             )
     return out
+
+
+# The scheduler benchmarks' workloads (sched_compare.py, profile_scheduler.py): name ->
+# (kernel, argument shapes) at the full size; `quick` halves the matmuls and quarters the
+# column blocks' base width.
+def workload_args(name: str, quick: bool = False, columns: int = 1) -> tuple:
+    """(kernel, args) of workload `name`: matmul, elementwise, b1, compute, columns (columns:
+    the column-block count multiplier). Arguments are broadcast zeros (timing only)."""
+    import ml_dtypes
+    import numpy as np
+
+    def zeros(shape):
+        return np.broadcast_to(np.zeros((), ml_dtypes.bfloat16), shape)
+
+    n = 1024 if quick else 2048
+    base = 64 if quick else 256
+    a = zeros((n, n))
+    return {
+        "matmul": (blocked_matmul, (a, a)),
+        "elementwise": (elementwise_chain, (zeros((128 * 64, 2048)),)),
+        "b1": (blocked_matmul_b1, (a, a)),
+        "compute": (compute_chain, (zeros((128, 128)),)),
+        "columns": (column_chain, (zeros((128, 512 * base * columns)),)),
+    }[name]
+
+
+def traced_workload(name: str, quick: bool = False, columns: int = 1):
+    """The timing-only launch (program record) of workload `name` on trn2."""
+    from trnsim.nki.jit import _as_kernel
+
+    kernel, args = workload_args(name, quick, columns)
+    return _as_kernel(kernel).launch(args, {}, chip="trn2", values=False)

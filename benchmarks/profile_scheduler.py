@@ -25,33 +25,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _workload(name: str):
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.path.insert(0, HERE)
-    import ml_dtypes
-    import numpy as np
-    from kernels_for_timing import (
-        blocked_matmul,
-        blocked_matmul_b1,
-        column_chain,
-        compute_chain,
-        elementwise_chain,
-    )
+    from kernels_for_timing import traced_workload
 
-    from trnsim.nki.jit import _as_kernel
-
-    bf16 = ml_dtypes.bfloat16
-
-    def zeros(shape):
-        return np.broadcast_to(np.zeros((), bf16), shape)
-
-    a = zeros((2048, 2048))
-    kernels = {
-        "matmul": (blocked_matmul, (a, a)),
-        "elementwise": (elementwise_chain, (zeros((128 * 64, 2048)),)),
-        "b1": (blocked_matmul_b1, (a, a)),
-        "compute": (compute_chain, (zeros((128, 128)),)),
-        "columns": (column_chain, (zeros((128, 512 * 256 * 4)),)),
-    }
-    kernel, args = kernels[name]
-    return _as_kernel(kernel).launch(args, {}, chip="trn2", values=False)
+    return traced_workload(name)
 
 
 def _phases(program, chip) -> dict[str, float]:

@@ -29,37 +29,17 @@ def _programs(quick: bool) -> list[tuple[str, object]]:
     """(name, traced run) of each workload, traced in this process (values=False)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.path.insert(0, HERE)
-    import ml_dtypes
-    import numpy as np
-    from kernels_for_timing import (
-        blocked_matmul,
-        blocked_matmul_b1,
-        column_chain,
-        compute_chain,
-        elementwise_chain,
-    )
-
-    from trnsim.nki.jit import _as_kernel
-
-    bf16 = ml_dtypes.bfloat16
-
-    def zeros(shape):
-        return np.broadcast_to(np.zeros((), bf16), shape)
-
-    def trace(kernel, *args):
-        return _as_kernel(kernel).launch(args, {}, chip="trn2", values=False)
+    from kernels_for_timing import traced_workload
 
     n = 1024 if quick else 2048
-    base = 64 if quick else 256
-    a = zeros((n, n))
     out = [
-        (f"blocked matmul {n}^3", trace(blocked_matmul, a, a)),
-        ("elementwise chain", trace(elementwise_chain, zeros((128 * 64, 2048)))),
-        (f"Beta-1 blocked matmul {n}^3", trace(blocked_matmul_b1, a, a)),
-        ("compute-only chain", trace(compute_chain, zeros((128, 128)))),
+        (f"blocked matmul {n}^3", traced_workload("matmul", quick)),
+        ("elementwise chain", traced_workload("elementwise", quick)),
+        (f"Beta-1 blocked matmul {n}^3", traced_workload("b1", quick)),
+        ("compute-only chain", traced_workload("compute", quick)),
     ]
     for m in (1, 2, 4):
-        out.append((f"column blocks x{m}", trace(column_chain, zeros((128, 512 * base * m)))))
+        out.append((f"column blocks x{m}", traced_workload("columns", quick, m)))
     return out
 
 
