@@ -185,6 +185,27 @@ def test_cli_profile_as_written_times_program_order(tmp_path):
     assert total["default"] < total["written"]
 
 
+def test_cli_profile_allocation_what_if(tmp_path):
+    """`--allocation` re-places the loop's automatic tiles: ring (fresh bytes per tile) is
+    not slower than the traced addresses, max_reuse (the bytes just freed) makes each load wait
+    for the previous iteration; a policy that does not exist is refused before the run."""
+    (tmp_path / "loop.py").write_text(_LOOP_SCRIPT)
+    total = {}
+    for name, extra in (("default", []), ("ring", ["--allocation", "ring"]),
+                        ("max_reuse", ["--allocation", "max_reuse"])):
+        r = _trnsim("profile", "loop.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
+                    cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / f"{name}.json.summary.json") as f:
+            (launch,) = json.load(f)["launches"]
+        total[name] = launch["total_time_us"]
+    assert total["ring"] <= total["default"] < total["max_reuse"]
+    r = _trnsim("profile", "loop.py", "--allocation", "best", cwd=tmp_path)
+    assert r.returncode != 0
+    assert "--allocation 'best' is not an allocation policy (allowed: traced, ring" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 @pytest.mark.skipif(not (shutil.which("trace_processor_shell")
                          or os.environ.get("TRNSIM_TRACE_PROCESSOR")),
                     reason="no Perfetto trace-processor binary on this machine (it cannot be "

@@ -77,3 +77,12 @@ def check_chip(name: str | None) -> None:
 def check_dma_rows(value: str) -> None:
     if value not in DMA_ROWS:
         raise UsageError(f"--dma-rows {value!r}: allowed {' or '.join(DMA_ROWS)}")
+
+
+def check_allocation(value: str | None) -> None:
+    """--allocation: one of the compiler rule's policies (None: the chip's)."""
+    from trnsim.timing.compiler import ALLOCATIONS
+
+    if value is not None and value not in ALLOCATIONS:
+        raise UsageError(f"--allocation {value!r} is not an allocation policy (allowed: "
+                         f"{', '.join(ALLOCATIONS)})")

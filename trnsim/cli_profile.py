@@ -53,13 +53,17 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
                    help="one DMA row per queue (default) or per DMA engine")
     p.add_argument("--as-written", action="store_true",
                    help="time instructions in program order, not in the compiler's order")
+    p.add_argument("--allocation", default=None,
+                   help="what-if: re-place automatic SBUF/PSUM tiles by this policy (traced, "
+                        "ring, fast or max_reuse; default: the chip's, compiler rule "
+                        "`allocation`)")
 
 
 def _split_trailing_options(args: argparse.Namespace) -> None:
     """`trnsim profile SCRIPT ARGS... -o X --png Y --chip Z`: our options may follow the
     script's arguments; everything after `--` goes to the script untouched."""
     names = {"-o": "output", "--output": "output", "--png": "png", "--chip": "chip",
-             "--dma-rows": "dma_rows"}
+             "--dma-rows": "dma_rows", "--allocation": "allocation"}
     rest, script_args = list(args.script_args), []
     while rest:
         tok = rest.pop(0)
@@ -91,6 +95,7 @@ def _profile(args: argparse.Namespace) -> int:
     cli_checks.check_png(args.png)
     cli_checks.check_chip(args.chip)
     cli_checks.check_dma_rows(args.dma_rows)
+    cli_checks.check_allocation(args.allocation)
     from trnsim.nki.runner import record_launches, stop_recording
     from trnsim.viz import plot
 
@@ -106,7 +111,13 @@ def _profile(args: argparse.Namespace) -> int:
     if not runs:
         print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
         return 1
-    trace, summaries = write_profile(runs, args.output, args.dma_rows, not args.as_written)
+    rules = None
+    if args.allocation is not None:
+        from trnsim.timing.compiler import CompilerRules
+
+        rules = CompilerRules(allocation=args.allocation)
+    trace, summaries = write_profile(runs, args.output, args.dma_rows, not args.as_written,
+                                     rules)
     for s in summaries:
         print(report.format_summary(s))
     print(f"wrote {args.output} ({len(runs)} launch{'es' if len(runs) > 1 else ''})")
@@ -117,15 +128,16 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def write_profile(runs: list, output: str, dma_rows: str = "queue",
-                  reorder: bool = True) -> tuple[Any, list[dict]]:
+                  reorder: bool = True, rules: Any = None) -> tuple[Any, list[dict]]:
     """Time recorded launches (trnsim.nki.runner.KernelRun) and write them as one trace (and
-    its summary file) to `output`; returns the trace and the launches' summaries."""
+    its summary file) to `output`; returns the trace and the launches' summaries. `rules`:
+    what-if CompilerRules (default: all on, the chip's allocation policy)."""
     from trnsim import report
     from trnsim.timing.profile import time_run
 
     profiles = []
     for r in runs:
-        prof = time_run(r, reorder=reorder)  # (its compile config, allocation records)
+        prof = time_run(r, reorder=reorder, rules=rules)  # (its compile config, records)
         prof.host_peak_resident_bytes = r.device.host_peak_resident_bytes
         profiles.append((r.kernel_name, prof))
     trace = report.concatenate(profiles, dma_rows)
