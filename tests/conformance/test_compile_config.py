@@ -261,3 +261,37 @@ def test_linear_opt_levels_place_engines_as_documented():
     assert {e for op, e in engines(o1) if op == "tensor_scalar"} == \
         {e for op, e in engines(o0) if op == "tensor_scalar"}
     assert len({e for op, e in engines(everything) if op == "tensor_scalar"}) > 1
+
+
+def test_any_option_values_build_a_config_or_raise_the_documented_errors():
+    """Fuzzed option values (members, None, strings, numbers): the config is built, or the
+    error is the documented ValueError / TypeError with the user's line; never another."""
+    from dataclasses import fields
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from trnsim.errors import ConfigTypeError, ConfigValueError
+
+    names = [f.name for f in fields(CompileConfig)]
+    values = st.one_of(
+        st.none(), st.booleans(), st.integers(-2, 3), st.text(max_size=4),
+        st.sampled_from([*Allocation, *AllocationMode, *SchedulingHeuristic, *AddressRotation,
+                         *OptLevel]),
+    )
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.dictionaries(st.sampled_from(names), values, max_size=5))
+    def check(kwargs):
+        error = None
+        try:
+            c = CompileConfig(**kwargs)
+        except (ConfigValueError, ConfigTypeError) as e:
+            error = str(e)
+        if error is not None:
+            assert "test_compile_config.py" in error
+            return
+        c.timing_options()  # a built config always has a timing meaning
+        assert c == CompileConfig(**kwargs)
+
+    check()
