@@ -112,3 +112,38 @@ def test_list_orders_drain_and_keep_dependencies_on_random_programs(tiny_chip, o
             elif kind != ANTI:
                 assert tl.start[i] >= tl.end[j] + 10, (seed, j, i, kind)
     assert schedule(program, tiny_chip, order=order).end == tl.end  # deterministic
+
+
+@pytest.mark.parametrize("order", ["critical_path", "dma_prefetch"])
+def test_list_orders_time_a_two_core_barrier_kernel(order):
+    """A core_barrier between two cores (a control fence on each): both list orders drain
+    and keep each core's reads of the other's half after the barrier."""
+    import numpy as np
+
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.nki.runner import run_kernel
+
+    def barrier_kernel(x):  # each core writes its half, then reads the other's
+        rows, cols = x.shape
+        half, pid = rows // 2, nl.program_id(0)
+        scratch = nl.ndarray((rows, cols), x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((half, cols), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[pid * half:(pid + 1) * half, :])
+        nisa.dma_copy(dst=scratch[pid * half:(pid + 1) * half, :], src=t)
+        nisa.core_barrier(data=scratch, cores=(0, 1))
+        other = 1 - pid
+        nisa.dma_copy(dst=t, src=scratch[other * half:(other + 1) * half, :])
+        out = nl.ndarray((rows, cols), x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[pid * half:(pid + 1) * half, :], src=t)
+        return out
+
+    x = np.arange(16 * 8, dtype=np.float32).reshape(16, 8)
+    run = run_kernel(barrier_kernel, (x,), {}, chip="trn2", lnc=2, values=False)
+    tl = schedule(run.program, run.chip, order=order)
+    bar_of = {i.core: i.index for i in run.program if i.opcode == "core_barrier"}
+    assert sorted(bar_of) == [0, 1]
+    for ins in run.program:  # a core's DMAs after its barrier in the text start after both
+        if ins.opcode == "dma_copy" and ins.index > bar_of[ins.core]:
+            assert tl.start[ins.index] >= max(tl.start[b] for b in bar_of.values())
+    assert max(tl.end) == max(schedule(run.program, run.chip, order=order).end)
