@@ -144,11 +144,9 @@ def op_error(rt: Runtime, op: str, kname: str, shapes: str, e: Exception) -> Dev
 def record(rt: Runtime, run: Any, op: str, kname: str, shapes: str) -> LaunchRecord:
     """Time a finished launch, advance the clock, give it to open profiling sessions."""
     from trnsim.nki.runner import _RECORDER
-    from trnsim.timing.profile import run_timing, time_program
+    from trnsim.timing.profile import time_run
 
-    order, rules = run_timing(run)  # a user kernel's compile_config (user_kernels.py)
-    prof = time_program(run.program, rt.chip, rules=rules, order=order,
-                        allocations=getattr(getattr(run, "device", None), "allocations", None))
+    prof = time_run(run)  # (on rt.chip; a user kernel's compile_config: user_kernels.py)
     prof.kernel_name = kname
     with rt.lock:
         rec = LaunchRecord(op, kname, None, rt.clock_ns, prof.latency_ns, shapes)

@@ -5,7 +5,6 @@ Knows nothing about values beyond handing back the kernel's outputs.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -429,18 +428,7 @@ def run_timing(run: Any, rules: CompilerRules | None = None) -> tuple[str, Compi
     nki.compiler.CompileConfig (KernelRun.extra["compile_config"], set by nki.jit's Kernel),
     on top of `rules` (the what-if rules a caller passed; default all on)."""
     config = getattr(run, "extra", {}).get("compile_config")
-    if config is None:
-        return "compiler", rules
-    opts = config.timing_options()
-    base = CompilerRules() if rules is None else rules
-    changes: dict[str, Any] = {}
-    if not opts.place_unknown_engine:
-        changes["place_unknown_engine"] = False
-    if opts.place_opcodes is not None:
-        changes["place_opcodes"] = opts.place_opcodes
-    if opts.allocation != "traced":  # LINEAR's experimental_allocation_mode (timing/realloc.py)
-        changes["allocation"] = opts.allocation
-    return opts.order, (dataclasses.replace(base, **changes) if changes else rules)
+    return ("compiler", rules) if config is None else config.timing_options(rules)
 
 
 def time_run(run: Any, reorder: bool = True, rules: CompilerRules | None = None,

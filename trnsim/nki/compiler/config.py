@@ -23,6 +23,7 @@ schedules, set without scheduling=True, are ValueErrors; `scheduling=True` needs
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, fields
 from typing import Any
@@ -31,6 +32,7 @@ import numpy as np
 
 from trnsim.errors import ConfigTypeError, ConfigValueError
 from trnsim.program import capture_location
+from trnsim.timing.compiler import CompilerRules
 
 
 class Allocation(enum.Enum):
@@ -169,40 +171,30 @@ class CompileConfig:
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if getattr(self, f.name) != getattr(default, f.name)}
 
-    def timing_options(self) -> TimingOptions:
-        """What the scheduler does differently under this configuration (module docstring)."""
-        heuristic = "compiler"
+    def timing_options(self, rules: CompilerRules | None = None
+                       ) -> tuple[str, CompilerRules | None]:
+        """The scheduler's inputs under this configuration (module docstring): the order
+        (trnsim.timing.reorder.ORDERS: "compiler", "program", "critical_path",
+        "dma_prefetch") and `rules` (the caller's what-if rules, default all on) with what the
+        configuration changes in them; `rules` itself when it changes nothing."""
+        order = "compiler"
         if self.scheduling:
             h = self.experimental_scheduling_heuristic or SchedulingHeuristic.ASAP
-            heuristic = {SchedulingHeuristic.ASAP: "compiler",
-                         SchedulingHeuristic.TRIVIAL: "program",
-                         SchedulingHeuristic.CRITICAL_PATH: "critical_path",
-                         SchedulingHeuristic.DMA_PREFETCH: "dma_prefetch"}[h]
-        allocation = "traced"
-        if self.allocation is Allocation.LINEAR and self.experimental_allocation_mode is not None:
-            allocation = self.experimental_allocation_mode.value
-        place, only = True, None
-        if self.allocation is Allocation.LINEAR:  # (the current flow ignores opt_level)
+            order = {SchedulingHeuristic.ASAP: "compiler",
+                     SchedulingHeuristic.TRIVIAL: "program",
+                     SchedulingHeuristic.CRITICAL_PATH: "critical_path",
+                     SchedulingHeuristic.DMA_PREFETCH: "dma_prefetch"}[h]
+        changes: dict[str, Any] = {}
+        if self.allocation is Allocation.LINEAR:  # (the current flow ignores the rest)
+            if self.experimental_allocation_mode is not None:
+                changes["allocation"] = self.experimental_allocation_mode.value
             if self.opt_level is OptLevel.O0:
-                place = False  # every instruction without engine= on its default engine
+                changes["place_unknown_engine"] = False  # every instruction on its default
             elif not self.engine_balancing:
-                only = frozenset({"tensor_copy"})  # O1/O2 choose nisa.tensor_copy's engine
-        return TimingOptions(order=heuristic, allocation=allocation, place_unknown_engine=place,
-                             place_opcodes=only)
-
-
-@dataclass(frozen=True)
-class TimingOptions:
-    """The scheduler's inputs a CompileConfig sets: `order` is "compiler" (trnsim's model of
-    the compiler's order, the default), "program" (as written), "critical_path" or
-    "dma_prefetch" (a list scheduler with that priority); `allocation` a CompilerRules
-    allocation policy ("traced": the addresses the trace gave); `place_unknown_engine` and
-    `place_opcodes` the CompilerRules fields of those names."""
-
-    order: str = "compiler"
-    allocation: str = "traced"
-    place_unknown_engine: bool = True
-    place_opcodes: frozenset[str] | None = None
+                changes["place_opcodes"] = frozenset({"tensor_copy"})  # O1/O2: copies only
+        if not changes:
+            return order, rules
+        return order, dataclasses.replace(CompilerRules() if rules is None else rules, **changes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,4 +210,4 @@ class SpecializationConfig:
 
 
 __all__ = ["AddressRotation", "Allocation", "AllocationMode", "CompileConfig", "OptLevel",
-           "SchedulingHeuristic", "SpecializationConfig", "TimingOptions"]
+           "SchedulingHeuristic", "SpecializationConfig"]
