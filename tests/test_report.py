@@ -170,18 +170,24 @@ nki.simulate(loop_kernel)(np.zeros((512, 256), np.float32))
 """
 
 
-def test_cli_profile_as_written_times_program_order(tmp_path):
-    """`--as-written` (here after the script) times program order: the loop's loads then wait
-    behind the previous stores, which the default compiler order moves them ahead of."""
+def _loop_totals(tmp_path, runs: dict[str, list[str]]) -> dict[str, float]:
+    """`trnsim profile loop.py -o NAME.json --chip trn2 EXTRA...` per run: its total time."""
     (tmp_path / "loop.py").write_text(_LOOP_SCRIPT)
     total = {}
-    for name, extra in (("default", []), ("written", ["--as-written"])):
+    for name, extra in runs.items():
         r = _trnsim("profile", "loop.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
                     cwd=tmp_path)
         assert r.returncode == 0, r.stderr
         with open(tmp_path / f"{name}.json.summary.json") as f:
             (launch,) = json.load(f)["launches"]
         total[name] = launch["total_time_us"]
+    return total
+
+
+def test_cli_profile_as_written_times_program_order(tmp_path):
+    """`--as-written` (here after the script) times program order: the loop's loads then wait
+    behind the previous stores, which the default compiler order moves them ahead of."""
+    total = _loop_totals(tmp_path, {"default": [], "written": ["--as-written"]})
     assert total["default"] < total["written"]
 
 
@@ -189,16 +195,8 @@ def test_cli_profile_allocation_what_if(tmp_path):
     """`--allocation` re-places the loop's automatic tiles: ring (fresh bytes per tile) is
     not slower than the traced addresses, max_reuse (the bytes just freed) makes each load wait
     for the previous iteration; a policy that does not exist is refused before the run."""
-    (tmp_path / "loop.py").write_text(_LOOP_SCRIPT)
-    total = {}
-    for name, extra in (("default", []), ("ring", ["--allocation", "ring"]),
-                        ("max_reuse", ["--allocation", "max_reuse"])):
-        r = _trnsim("profile", "loop.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
-                    cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
-        with open(tmp_path / f"{name}.json.summary.json") as f:
-            (launch,) = json.load(f)["launches"]
-        total[name] = launch["total_time_us"]
+    total = _loop_totals(tmp_path, {"default": [], "ring": ["--allocation", "ring"],
+                                    "max_reuse": ["--allocation", "max_reuse"]})
     assert total["ring"] <= total["default"] < total["max_reuse"]
     r = _trnsim("profile", "loop.py", "--allocation", "best", cwd=tmp_path)
     assert r.returncode != 0
