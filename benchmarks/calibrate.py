@@ -1,7 +1,7 @@
 """Calibration of the timing model's undocumented parameters on issue 16's calibration set.
 
     PYTHONPATH=. python benchmarks/calibrate.py [--write] [--grid N] [--fit-load-window]
-        [--fit-allocation]
+        [--fit-allocation] [--order ORDER]
 
 The calibration set is the one issue 16 names, as far as the project has its own rewrites of
 the kernels: the trn1 matmul tutorial ladder (4 points), the SD-attention tutorial kernel, and
@@ -28,7 +28,11 @@ take only the listed values, and values that reuse the same loads are timed once
 the default fit (README "Fidelity report": it lowers the in-sample error, not the
 leave-one-out one). `--fit-allocation` is a what-if: the same fit with the automatic tiles of
 every program re-placed by each policy of the compiler rule `allocation`
-(trnsim/timing/realloc.py), its in-sample and leave-one-out MAPE per policy. `--write` puts
+(trnsim/timing/realloc.py), its in-sample and leave-one-out MAPE per policy. `--order` is a
+what-if too: every point timed in another instruction order of trnsim/timing/reorder.py (the
+list orders of NKI's scheduling heuristics, or program order) and the fit made in it (no
+--write). Programs are placed with the compiler rule sequential_buffers as the chips time
+them (realloc.reallocate). `--write` puts
 the in-sample values into isa/chips/trn1.yaml with kind `fitted`, source FITTED and the data
 they came from. The printed in-sample figures are then re-timed at the written values (not
 interpolated).
@@ -58,6 +62,7 @@ from trnsim.timing.compiler import ALLOCATIONS, CompilerRules, reused_loads
 from trnsim.timing.dma import plan_dma
 from trnsim.timing.profile import time_program
 from trnsim.timing.realloc import reallocate
+from trnsim.timing.reorder import ORDERS
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,10 @@ def record(case) -> tuple:
     return run.program, run.chip, run.device.allocations
 
 
+# The instruction order every program is timed in (--order: a what-if; the chips are timed in
+# the compiler's order, trnsim/timing/reorder.py)
+ORDER = "compiler"
+
 # Programs are timed as placed: the allocation policy (the chip's, or --fit-allocation's) is
 # applied once per program (placed()), not again at every grid point.
 AS_PLACED = CompilerRules(allocation="traced")
@@ -211,7 +220,9 @@ def placed(recorded, policy: str | None = None) -> list[tuple]:
     the chip's allocation policy, compiler rule `allocation`)."""
     out = []
     for c, (prog, chip, allocs) in zip(CAL, recorded, strict=True):
-        moved, note = reallocate(prog, allocs, policy or CompilerRules().allocation_for(chip.name))
+        rules = CompilerRules()
+        moved, note = reallocate(prog, allocs, policy or rules.allocation_for(chip.name),
+                                 rules.sequential_buffers)
         if note:
             print(f"{c.name}: {note}")
         out.append((moved, chip))
@@ -221,7 +232,7 @@ def placed(recorded, policy: str | None = None) -> list[tuple]:
 def timed(program, chip_name: str, values: dict[str, float]) -> tuple[float, dict[str, float]]:
     """(latency ms, engine active % of core 0) with the chip's params set to `values`."""
     chip = load_chip(chip_name, **values)
-    prof = time_program(program, chip, values=False, rules=AS_PLACED)
+    prof = time_program(program, chip, values=False, rules=AS_PLACED, order=ORDER)
     lat = prof.latency_ns
     active = {row: 100 * ns / lat for (core, row), ns in prof.engine_active_ns.items() if core == 0}
     return lat / 1e6, active
@@ -356,8 +367,14 @@ def main() -> None:
                     help="also fit timing.load_reuse_window (compiler rule reuse_loads)")
     ap.add_argument("--fit-allocation", action="store_true",
                     help="what-if: the fit under each policy of the compiler rule allocation")
+    ap.add_argument("--order", default="compiler", choices=ORDERS,
+                    help="what-if: time every point in this order (default: the compiler's)")
     opts = ap.parse_args()
-    global CAL, PARAMS
+    global CAL, PARAMS, ORDER
+    if opts.order != "compiler" and opts.write:
+        ap.error("--write fits the chip numbers the default (compiler) order uses; "
+                 "--order is a what-if")
+    ORDER = opts.order
     if opts.fit_load_window:
         PARAMS = (*PARAMS, LOAD_WINDOW)
     if opts.only:

@@ -399,9 +399,11 @@ class TileRecord:
     (`auto`; an explicit address is the kernel's own and never moves), and when it was live
     under Python's lifetimes: from the program index of the first instruction that could use
     it (`born`, the program's length at the allocation) to the program's length when it was
-    released (`died`, -1: never released)."""
+    released (`died`, -1: never released). `decl` names the declaration an automatic tile
+    was made by where the API says the compiler sees one declaration for several tiles (a
+    Beta-1 sequential loop body: see timing/realloc.py), else None."""
 
-    __slots__ = ("align", "auto", "born", "byte_start", "capacity", "core", "died",
+    __slots__ = ("align", "auto", "born", "byte_start", "capacity", "core", "decl", "died",
                  "nbytes", "partition_start", "partitions", "program", "space")
 
     def __init__(self, space: str, core: int, partition_start: int, partitions: int,
@@ -419,6 +421,7 @@ class TileRecord:
         self.program = program  # the launch's program record (its length dates the release)
         self.born = len(program)
         self.died = -1
+        self.decl = None
 
     def released(self) -> None:
         self.died = len(self.program)

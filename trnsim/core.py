@@ -172,6 +172,8 @@ class NeuronCore:
         buf.record = rec = TileRecord(space, self.index, p0, parts, b0, nbytes,
                                       mem.allocator.align, mem.allocator.nbytes,
                                       address is None, dev.program)
+        if address is None:
+            rec.decl = dev.declaring
         dev.allocations.append(rec)
         self._remember_live(space, handle, buf)
         view = View(buf, _whole_layout(dtype, shape))
@@ -423,6 +425,9 @@ class Device:
         # Every on-chip allocation of the launch, in allocation order (the timing model's
         # allocation rule, trnsim/timing/realloc.py, re-places the automatic ones).
         self.allocations: list[TileRecord] = []
+        # what the API layer says the automatic tiles now being made were declared as (their
+        # TileRecord.decl; None: no declaration the compiler would reuse across iterations)
+        self.declaring: Any = None
         self.progress: Any = None  # optional callback(instruction count) for progress displays
         self.guarded = False  # some buffer has a Buffer.write_guard: check written operands
 

@@ -61,14 +61,8 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
         code = frame.f_code
         info = _CODE_INFO.get(id(code))
         if info is None or info[0] is not code:
-            if len(_CODE_INFO) > 16384:
-                _CODE_INFO.clear()
-            fname = code.co_filename
-            internal = is_internal_file(fname) or fname.startswith("<frozen") or (
-                # code trnsim generated, e.g. a dataclass's __init__ (its globals are ours)
-                fname == "<string>" and str(frame.f_globals.get("__name__", "")).startswith(
-                    "trnsim."))
-            info = _CODE_INFO[id(code)] = (code, internal, {})
+            _code_info(frame)
+            info = _CODE_INFO[id(code)]
         if not skip_internal or not info[1]:
             at = info[2]
             loc = at.get(frame.f_lasti)
@@ -77,6 +71,40 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
             return loc
         frame = frame.f_back
     return None
+
+
+def declaration_site() -> tuple[tuple[int, int], ...]:
+    """Where in the user's code the current call sits, as the compiler would tell two tile
+    declarations apart: (id of the code object, instruction offset) of each frame of the
+    innermost run of user frames (the kernel and the helpers it called, up to the simulator
+    frame that called the kernel). The same statement reached again by a Python loop gives
+    the same site; the same helper called from two lines gives two."""
+    frame = sys._getframe(1)
+    site: list[tuple[int, int]] = []
+    while frame is not None:
+        code = frame.f_code
+        info = _CODE_INFO.get(id(code))
+        if info is None or info[0] is not code:
+            _code_info(frame)
+            info = _CODE_INFO[id(code)]
+        if not info[1]:
+            site.append((id(code), frame.f_lasti))
+        elif site:
+            break
+        frame = frame.f_back
+    return tuple(site)
+
+
+def _code_info(frame: Any) -> None:
+    """Fill _CODE_INFO for the frame's code object (whether it is the simulator's own)."""
+    if len(_CODE_INFO) > 16384:
+        _CODE_INFO.clear()
+    code = frame.f_code
+    fname = code.co_filename
+    internal = is_internal_file(fname) or fname.startswith("<frozen") or (
+        # code trnsim generated, e.g. a dataclass's __init__ (its globals are ours)
+        fname == "<string>" and str(frame.f_globals.get("__name__", "")).startswith("trnsim."))
+    _CODE_INFO[id(code)] = (code, internal, {})
 
 
 @functools.lru_cache(maxsize=4096)

@@ -86,6 +86,7 @@ class CompilerRules:
     refetch_clean_blocks: bool = True
     evict_by_next_use: bool = True
     reuse_loads: bool = True
+    sequential_buffers: bool = True
     # None: the chip's policy (isa/compiler.yaml allocation_policies; "traced" if not listed)
     allocation: str | None = None
     # place_unknown_engine moves only these opcodes (None: any); NKI's LINEAR flow at O1
@@ -107,7 +108,8 @@ class CompilerRules:
     @classmethod
     def none(cls) -> CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
-        return cls(False, False, False, False, False, False, False, False, False, "traced")
+        return cls(False, False, False, False, False, False, False, False, False, False,
+                   "traced")
 
 
 def _data_path() -> Path:

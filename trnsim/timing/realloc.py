@@ -59,11 +59,16 @@ _ON_CHIP = ("sbuf", "psum")
 
 
 def reallocate(
-    program: list[Instruction], records: Sequence[TileRecord] | None, policy: str
+    program: list[Instruction], records: Sequence[TileRecord] | None, policy: str,
+    sequential_buffers: bool = False,
 ) -> tuple[list[Instruction], str]:
     """(`program` with its automatic tiles at the addresses `policy` gives them, note): the
-    note is "" when the policy applied, else why the traced addresses were kept."""
-    if policy == "traced":
+    note is "" when the policy applied, else why the traced addresses were kept.
+    `sequential_buffers` (compiler rule sequential_buffers): the tiles of one declaration
+    (TileRecord.decl) share one buffer where their live ranges allow, the rest of the program
+    placed by `policy` ("ring" for "traced", whose addresses assumed the tiles apart)."""
+    redeclared = sequential_buffers and records is not None and _redeclared(records)
+    if policy == "traced" and not redeclared:
         return program, ""
     if records is None:
         return program, (f"allocation {policy!r}: the program record comes without its "
@@ -71,22 +76,62 @@ def reallocate(
     if not any(r.auto for r in records):
         return program, ""
     owners, first, last, pinned, extra = _live_ranges(program, records)
+    prefer: dict[int, int] = {}
+    if redeclared:
+        prefer = _predecessors(records, first, pinned)
+        if not prefer and policy == "traced":
+            return program, ""
+    place = "ring" if policy == "traced" else policy
     shift: dict[int, int] = {}
     memories: dict[tuple[str, int], list[int]] = {}
     for k, r in enumerate(records):
         memories.setdefault((r.space, r.core), []).append(k)
     for (space, core), ks in sorted(memories.items()):
-        moved, why = _place(policy, records, ks, first, last, pinned,
-                            extra.get((space, core), {}))
+        moved, why = _place(place, records, ks, first, last, pinned,
+                            extra.get((space, core), {}), prefer)
         if why:
-            return program, (f"allocation {policy!r}: {space} of core {core}: {why}; timed at "
-                             "the traced addresses")
+            rule = f"allocation {policy!r}" + (" with sequential_buffers" if prefer else "")
+            return program, (f"{rule}: {space} of core {core}: {why}; timed at the traced "
+                             "addresses")
         shift.update(moved)
     if not shift:
         return program, ""
     return _rewrite(program, owners, shift), ""
 
 
+# ---------------------------------------------------------------- sequential declarations
+def _key(r: TileRecord) -> tuple:
+    return (r.decl, r.space, r.core, r.partition_start, r.partitions, r.nbytes)
+
+
+def _redeclared(records: Sequence[TileRecord]) -> bool:
+    """Whether two automatic tiles come from one declaration (a sequential loop's body)."""
+    seen = set()
+    for r in records:
+        if r.auto and r.decl is not None:
+            key = _key(r)
+            if key in seen:
+                return True
+            seen.add(key)
+    return False
+
+
+def _predecessors(records, first, pinned) -> dict[int, int]:
+    """tile -> the previous tile of its declaration (by first access): the buffer the
+    compiler gives the declaration in the previous iteration of a sequential loop."""
+    groups: dict[tuple, list[int]] = {}
+    for k, r in enumerate(records):
+        if r.auto and r.decl is not None and first[k] >= 0 and not pinned[k]:
+            groups.setdefault(_key(r), []).append(k)
+    prefer: dict[int, int] = {}
+    for ks in groups.values():
+        if len(ks) > 1:
+            ks.sort(key=lambda k: (first[k], k))
+            prefer.update(zip(ks[1:], ks[:-1], strict=True))
+    return prefer
+
+
+# ---------------------------------------------------------------- live ranges
 def _live_ranges(program: list[Instruction], records: Sequence[TileRecord]):
     """Per instruction, the record index owning each operand (-1: none; None for an
     instruction without on-chip operands), each record's first and last access, which
@@ -206,9 +251,13 @@ def _holds(r: TileRecord, reg: Region) -> bool:
 
 
 # ---------------------------------------------------------------- placement
-def _place(policy, records, ks, first, last, pinned, extra) -> tuple[dict[int, int], str]:
+def _place(policy, records, ks, first, last, pinned, extra,
+           prefer=None) -> tuple[dict[int, int], str]:
     """New byte starts of one memory's movable tiles, as shifts (record -> new - old), or
-    ("", why) when a tile does not fit."""
+    ("", why) when a tile does not fit. A tile in `prefer` (tile -> an earlier tile) takes the
+    bytes the earlier tile got if they are free over its live range (the ring cursor stays),
+    else what the policy gives."""
+    prefer = prefer or {}
     capacity = records[ks[0]].capacity
     # Occupants that stay: (first, last, partition_start, partition_end, byte_start, byte_end)
     stay = []
@@ -251,6 +300,14 @@ def _place(policy, records, ks, first, last, pinned, extra) -> tuple[dict[int, i
                 busy.append((o[4], o[5]))
         gaps = _gaps(busy, capacity)
         b0 = None
+        pred = prefer.get(k)
+        if pred is not None:
+            at = records[pred].byte_start + shifts.get(pred, 0)
+            if any(g0 <= at and at + size <= g1 for g0, g1 in gaps):
+                placed.append((e, at, at + size))
+                if at != r.byte_start:
+                    shifts[k] = at - r.byte_start
+                continue
         if policy == "ring":
             b0 = _next_fit(gaps, cursor, size, r.align)
             if b0 is None and cursor:

@@ -87,8 +87,10 @@ class Scheduler(BarrierMixin, EngineIssueMixin):
         policy = rules.allocation_for(self.chip.name)
         # (the chip's own policy on a record without allocation records, e.g. a hand-made
         # one, keeps its addresses silently: only a policy asked for is reported)
-        if policy != "traced" and (self.allocations is not None or rules.allocation):
-            program, note = reallocate(program, self.allocations, policy)
+        if (policy != "traced" and (self.allocations is not None or rules.allocation)) or (
+                rules.sequential_buffers and self.allocations is not None):
+            program, note = reallocate(program, self.allocations, policy,
+                                       rules.sequential_buffers)
             if note:
                 self.notes.append(note)
                 warnings.warn(note, SimulationWarning, stacklevel=2)

@@ -19,7 +19,7 @@ from trnsim.compat.neuronxcc.nki import _buffers, _overflow, _placement, _spill
 from trnsim.compat.neuronxcc.nki._direct_blocks import DirectBlocks
 from trnsim.compat.neuronxcc.nki._emit import issue
 from trnsim.compat.neuronxcc.nki._errors import b1_error
-from trnsim.compat.neuronxcc.nki._state import api, context, here
+from trnsim.compat.neuronxcc.nki._state import api, context, declaration, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.errors import AllocationError, ConstraintError, KernelError
 from trnsim.memory import Layout, View
@@ -71,16 +71,23 @@ def parse_shape(shape: Any) -> tuple[tuple[int, ...], int]:
 
 
 def allocate(
-    shape: Any, dtype: Any, buffer: Any = None, name: str = "", allocator: Any = None
+    shape: Any, dtype: Any, buffer: Any = None, name: str = "", allocator: Any = None,
+    decl: Any = None,
 ) -> tensor:
-    """A fresh uninitialized tensor (space: sbuf, psum, shared_hbm, private_hbm)."""
+    """A fresh uninitialized tensor (space: sbuf, psum, shared_hbm, private_hbm). `decl`: the
+    declaration it belongs to (_state.declaration; default: the current call's)."""
     ctx, st = context("nl.ndarray")
     dtype = resolve_dtype(dtype)
     space, direct = _buffers.resolve(buffer) if not isinstance(buffer, str) else (buffer, None)
     direct = direct or allocator
     logical, pdim = parse_shape(shape)
     if space in ("sbuf", "psum"):
-        return _allocate_on_chip(ctx, st, space, logical, pdim, dtype, name, direct)
+        dev = ctx.device
+        dev.declaring = decl if decl is not None else declaration(ctx)
+        try:
+            return _allocate_on_chip(ctx, st, space, logical, pdim, dtype, name, direct)
+        finally:
+            dev.declaring = None
     # nl.par_dim on an HBM tensor marks nothing (HBM has no partitions); AWS's memory-semantics
     # example declares its output as nl.ndarray((B, nl.par_dim(N), M), buffer=nl.shared_hbm).
     region = _buffers.shared_hbm if space == "shared_hbm" else _buffers.private_hbm

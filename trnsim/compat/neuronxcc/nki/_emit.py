@@ -30,7 +30,7 @@ from trnsim.compat.neuronxcc.nki import _spill
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.compat.neuronxcc.nki._index import Predicate, as_mask
 from trnsim.compat.neuronxcc.nki._indirect import DynamicAccess, IndirectAccess
-from trnsim.compat.neuronxcc.nki._state import context, here
+from trnsim.compat.neuronxcc.nki._state import context, declaration, here
 from trnsim.compat.neuronxcc.nki._tensor import Box, full_box, tensor
 from trnsim.errors import ConstraintError, KernelError, SimulationWarning, UnsupportedError
 from trnsim.memory import View
@@ -57,6 +57,7 @@ class Pending:
     out_axes: Axes | None = None
     partition_offset: int = 0  # a fresh result starts here (a PE column tile's PSUM rows)
     dst_dtype: Any = None  # a destination must have this dtype (else: a fresh tile, then a cast)
+    decl: Any = None  # the declaration a fresh result tile belongs to (_state.declaration)
 
 
 # ---------------------------------------------------------------- pending results
@@ -78,7 +79,7 @@ def make_pending(
     partition_offset: int = 0,
     dst_dtype: Any = None,
 ) -> tensor:
-    _, st = context(label or "nki")
+    ctx, st = context(label or "nki")
     st.flush()
     t = tensor(None, None, None, (), (), tuple(int(n) for n in shape), dtype)
     t._pending = Pending(
@@ -94,6 +95,7 @@ def make_pending(
         out_axes,
         partition_offset,
         dst_dtype,
+        declaration(ctx),
     )
     st.pending = t
     return t
@@ -114,10 +116,11 @@ def materialize(t: tensor) -> None:
         name = _create.target_name(p.loc, p.label or "tmp")
         off = p.partition_offset
         if off:  # the tile covers the partitions the hardware writes, [off, off + P)
-            whole = _create.allocate((off + p.shape[0], *p.shape[1:]), t.dtype, p.buffer, name)
+            whole = _create.allocate((off + p.shape[0], *p.shape[1:]), t.dtype, p.buffer, name,
+                                     decl=p.decl)
             fresh = whole[off : off + p.shape[0]]
         else:
-            fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name)
+            fresh = _create.allocate(p.shape, t.dtype, p.buffer, name=name, decl=p.decl)
     except KernelError as e:
         raise relocated(e, p.loc) from None
     _alias(t, fresh)

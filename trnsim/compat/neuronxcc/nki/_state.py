@@ -17,7 +17,7 @@ from typing import Any
 from trnsim.compat.neuronxcc.nki._errors import b1_error
 from trnsim.errors import KernelError
 from trnsim.nki.context import KernelContext, maybe_current
-from trnsim.program import SourceLocation, capture_location
+from trnsim.program import SourceLocation, capture_location, declaration_site
 
 
 @dataclass
@@ -113,6 +113,16 @@ def context(api_name: str) -> tuple[KernelContext, B1State]:
             capture_location(),
         )
     return ctx, state_of(ctx)
+
+
+def declaration(ctx: KernelContext) -> tuple:
+    """The declaration a tile made here belongs to, as the Beta-1 compiler sees the kernel:
+    the call site (declaration_site) and the iteration of every enclosing affine_range and
+    static_range; a sequential_range's iteration and a Python loop's (the compiler replaces
+    Python `range` by sequential_range) are not part of it, so their iterations declare the
+    same tile again (TileRecord.decl; the timing rule sequential_buffers reads it)."""
+    return (declaration_site(),
+            tuple(None if kind == "sequential_range" else i for _, kind, i in ctx.loops))
 
 
 def here() -> tuple[SourceLocation | None, tuple]:
