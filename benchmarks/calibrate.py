@@ -1,7 +1,7 @@
 """Calibration of the timing model's undocumented parameters on issue 16's calibration set.
 
     PYTHONPATH=. python benchmarks/calibrate.py [--write] [--grid N] [--fit-load-window]
-        [--fit-allocation] [--order ORDER]
+        [--fit-allocation] [--fit-order] [--order ORDER]
 
 The calibration set is the one issue 16 names, as far as the project has its own rewrites of
 the kernels: the trn1 matmul tutorial ladder (4 points), the SD-attention tutorial kernel, and
@@ -367,6 +367,8 @@ def main() -> None:
                     help="also fit timing.load_reuse_window (compiler rule reuse_loads)")
     ap.add_argument("--fit-allocation", action="store_true",
                     help="what-if: the fit under each policy of the compiler rule allocation")
+    ap.add_argument("--fit-order", action="store_true",
+                    help="what-if: the fit in each instruction order, and the order chosen too")
     ap.add_argument("--order", default="compiler", choices=ORDERS,
                     help="what-if: time every point in this order (default: the compiler's)")
     opts = ap.parse_args()
@@ -386,6 +388,9 @@ def main() -> None:
     measured = np.array([c.published_ms for c in CAL])
     if opts.fit_allocation:
         fit_allocation(recorded, axes, measured, opts.write, t0)
+        return
+    if opts.fit_order:
+        fit_order(programs, axes, measured, opts.write, t0)
         return
     table = grid_table(CAL, programs, axes, t0)
     fitted, loo = fit_all(table, axes, measured)
@@ -471,13 +476,44 @@ def fit_allocation(recorded, axes, measured: np.ndarray, write: bool, t0: float)
               + ", ".join(f"{k} = {v:g}" for k, v in fitted.items()))
         ins = report(programs, fitted, measured, loo)
         results[policy] = (table, fitted, loo, ins)
-    print(f"\nallocation policy: MAPE in-sample / leave-one-out ({len(CAL)} points)")
-    for policy, (_, _, loo, ins) in results.items():
+    summarize_choice("allocation policy", results, axes, measured)
+    print(f"\n({time.process_time() - t0:.0f} s cpu)")
+
+
+def fit_order(programs, axes, measured: np.ndarray, write: bool, t0: float) -> None:
+    """What-if: the whole fit with every point timed in each instruction order of
+    trnsim/timing/reorder.py (the compiler's, and the list orders of NKI's scheduling
+    heuristics); per order the per-point table, and a summary with the leave-one-out MAPE
+    when the order too is chosen by the other points."""
+    global ORDER
+    if write:
+        raise SystemExit("calibrate: --fit-order is a what-if; it writes nothing")
+    results = {}
+    try:
+        for order in ("compiler", "critical_path", "dma_prefetch"):
+            ORDER = order
+            print(f"\n== order {order!r}", flush=True)
+            table = grid_table(CAL, programs, axes, t0)
+            fitted, loo = fit_all(table, axes, measured)
+            print(f"\n== order {order!r}: fitted "
+                  + ", ".join(f"{k} = {v:g}" for k, v in fitted.items()))
+            results[order] = (table, fitted, loo, report(programs, fitted, measured, loo))
+    finally:
+        ORDER = "compiler"
+    summarize_choice("instruction order", results, axes, measured)
+    print(f"\n({time.process_time() - t0:.0f} s cpu)")
+
+
+def summarize_choice(what: str, results: dict, axes, measured: np.ndarray) -> None:
+    """In-sample / leave-one-out MAPE per alternative (results: name -> (table, fitted, loo,
+    in-sample ms by point)), then the leave-one-out MAPE when the alternative is itself chosen
+    by the other points: per held-out point, the one whose refit on the other points errs
+    least on them, then its prediction of the point."""
+    print(f"\n{what}: MAPE in-sample / leave-one-out ({len(CAL)} points)")
+    for name, (_, _, loo, ins) in results.items():
         e_in = np.mean([abs(ins[c.name] / m - 1) for c, m in zip(CAL, measured, strict=True)])
         e_loo = np.mean(np.abs(np.array(loo) / measured - 1))
-        print(f"  {policy:10s} {100 * e_in:5.1f} % / {100 * e_loo:5.1f} %")
-    # the policy chosen too: per held-out point, the policy whose fit on the other points errs
-    # least there (interpolated), then that policy's prediction
+        print(f"  {name:14s} {100 * e_in:5.1f} % / {100 * e_loo:5.1f} %")
     chosen = []
     for j in range(len(CAL)):
         use = np.ones(len(CAL), bool)
@@ -493,10 +529,9 @@ def fit_allocation(recorded, axes, measured: np.ndarray, write: bool, t0: float)
                 best = (err, policy, float(pred[j]))
         chosen.append(best)
     e = np.mean([abs(p / m - 1) for (_, _, p), m in zip(chosen, measured, strict=True)])
-    print(f"  policy chosen by the other points: leave-one-out {100 * e:.1f} % ("
+    print(f"  {what} chosen by the other points: leave-one-out {100 * e:.1f} % ("
           + ", ".join(f"{c.name}: {pol}" for c, (_, pol, _) in zip(CAL, chosen, strict=True))
           + ")")
-    print(f"\n({time.process_time() - t0:.0f} s cpu)")
 
 
 def report(programs, fitted, measured, loo) -> dict[str, float]:

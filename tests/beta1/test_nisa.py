@@ -122,6 +122,35 @@ def test_tensor_scalar_reduce_activation_reduce_and_activation():
     np.testing.assert_allclose(g[:, 98], np.exp(0.5 * X + COL).sum(axis=1), rtol=1e-5)
 
 
+@pytest.mark.parametrize(("engine", "opcode", "on", "unknown"), [
+    (None, "reciprocal", "vector", True),
+    (nisa.unknown_engine, "reciprocal", "vector", True),
+    (nisa.vector_engine, "reciprocal", "vector", False),
+    (nisa.scalar_engine, "activation", "scalar", True),
+])
+def test_reciprocal_engine(engine, opcode, on, unknown):
+    """engine= (NKI docs v2.21+): VectorE's precise reciprocal, ScalarE's activation(reciprocal),
+    or unknown (the default: the compiler's choice, recorded as such); the same values."""
+    import trnsim
+
+    def body(a):
+        return nisa.reciprocal(a) if engine is None else nisa.reciprocal(a, engine=engine)
+
+    prof = trnsim.profile(_kernel(body, X.shape), X, chip="trn1")
+    (ins,) = [i for i in prof.program if i.opcode != "dma_copy"]
+    assert (ins.opcode, ins.engine, ins.engine_unknown) == (opcode, on, unknown)
+    if opcode == "activation":
+        assert ins.attrs["op"] == "reciprocal"
+    np.testing.assert_allclose(prof.outputs, 1 / X, rtol=1e-6)
+
+
+def test_reciprocal_on_another_engine_is_refused():
+    from trnsim.errors import ConstraintError
+
+    with pytest.raises(ConstraintError, match=r"engine='gpsimd'.*allowed: nisa.vector_engine"):
+        tile_fn(lambda a: nisa.reciprocal(a, engine=nisa.gpsimd_engine), X)
+
+
 def test_copies_reciprocal_memset_iota_dropout():
     np.testing.assert_array_equal(tile_fn(lambda a: nisa.tensor_copy(a), X), X)
     np.testing.assert_allclose(tile_fn(lambda a: nisa.reciprocal(a), X), 1 / X, rtol=1e-6)

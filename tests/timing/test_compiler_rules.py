@@ -303,13 +303,17 @@ def test_kernels_record_which_engines_they_left_to_the_compiler():
 
 
 # ---------------------------------------------------------------- ScalarE equivalents
-def _recip(b: ProgramBuilder) -> int:
-    return b.add(
+def _recip(b: ProgramBuilder, unknown: bool = True) -> int:
+    """A VectorE reciprocal whose engine the kernel left to the compiler (as both APIs record
+    nisa.reciprocal without an engine), or pinned (Beta-1 engine=nisa.vector_engine)."""
+    i = b.add(
         "reciprocal",
         "vector",
         [tile("sbuf", (128, 512), "float32", offset=65536, name="data")],
         [tile("sbuf", (128, 512), "float32", offset=98304, name="dst")],
     )
+    b.program[i].engine_unknown = unknown
+    return i
 
 
 @pytest.mark.parametrize(("first", "moves"), [("sqrt", True), ("exp", False)])
@@ -327,6 +331,15 @@ def test_reciprocal_runs_on_scalar_when_its_table_is_loaded(tiny_chip, builder, 
         assert (on.queue[r][1], on.start[r], on.end[r]) == ("scalar", 512, 1124)
     else:
         assert (on.queue[r][1], on.start[r], on.end[r]) == ("vector", 0, 4196)
+
+
+def test_a_reciprocal_pinned_to_vector_stays(tiny_chip, builder):
+    """Beta-1 nisa.reciprocal(..., engine=nisa.vector_engine) after sqrt: the kernel chose the
+    engine, so the rule leaves it on VectorE at 8N (start 0, end 4196)."""
+    _act(builder, 0, "sqrt")
+    r = _recip(builder, unknown=False)
+    on = Scheduler(tiny_chip, only(scalar_equivalent=True)).run(builder.program)
+    assert (on.queue[r][1], on.start[r], on.end[r]) == ("vector", 0, 4196)
 
 
 def test_a_moved_reciprocal_loads_no_table(tiny_chip, builder):

@@ -398,7 +398,9 @@ def place_scalar_equivalents(program: list[Instruction]) -> list[Instruction]:
     loaded: dict[int, str] = {}
     out: list[Instruction] | None = None
     for ins in program:
-        func = equivalents.get(ins.opcode) if ins.engine == "vector" else None
+        # (only where the kernel left the engine to the compiler: an explicit engine stays)
+        func = equivalents.get(ins.opcode) if ins.engine == "vector" and ins.engine_unknown \
+            else None
         if func is not None and loaded.get(ins.core) in function_set[func]:
             attrs = {**ins.attrs, "op": func}
             ins = replace(ins, opcode="activation", engine="scalar", attrs=attrs)

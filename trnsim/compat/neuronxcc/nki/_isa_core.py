@@ -24,7 +24,7 @@ from trnsim.compat.neuronxcc.nki._state import api, context, here
 from trnsim.compat.neuronxcc.nki._tensor import tensor
 from trnsim.dtype_promotion import promote
 from trnsim.errors import ConstraintError
-from trnsim.nki._isa_base import engine, nc_version, reduce_cmd
+from trnsim.nki._isa_base import _engine_name, engine, nc_version, reduce_cmd
 from trnsim.semantics._ops import op_name
 
 
@@ -351,13 +351,26 @@ def tensor_copy_predicated(
 
 
 @api("nisa.reciprocal")
-def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> tensor:
-    """1 / data in fp32 (Vector engine)."""
+def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, engine: Any = engine.unknown,
+               **kwargs: Any) -> tensor:
+    """1 / data in fp32 on the engine `engine` names (NKI docs v2.21+: Scalar or Vector Engine,
+    default unknown): nisa.vector_engine is the precise VectorE instruction (8N cycles),
+    nisa.scalar_engine is ScalarE's activation(reciprocal) (N cycles); unknown leaves it to
+    the compiler (VectorE unless a compiler rule moves it, timing/compiler.py)."""
     x = _t(data, "data", "reciprocal")
+    eng = _engine_name(engine)
+    if eng == "scalar":
+        return activation("reciprocal", x, dtype=dtype, mask=mask)
+    if eng not in (None, "vector"):
+        raise ConstraintError(
+            f"nisa.reciprocal: engine={getattr(engine, 'name', engine)!r} does not compute "
+            "reciprocals; allowed: nisa.vector_engine, nisa.scalar_engine or "
+            "nisa.unknown_engine (the default)")
     return single(
         "reciprocal",
         shape=tuple(x.shape),
         dtype=_dtype(dtype, x.dtype),
+        engine=eng,
         inputs={"data": x},
         mask=mask,
         label="nisa.reciprocal",
