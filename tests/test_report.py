@@ -204,6 +204,46 @@ def test_cli_profile_allocation_what_if(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+_B1_LOOP_SCRIPT = """
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def python_loop(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in range(x.shape[0]):
+        t = nl.load(x[i])
+        nl.store(out[i], value=nl.exp(t))
+    return out
+
+
+python_loop(np.zeros((4, 128, 512), np.float32))
+"""
+
+
+def test_cli_profile_rule_off_what_if(tmp_path):
+    """`--rule-off sequential_buffers`: the Beta-1 Python loop's iterations no longer share
+    their tiles' buffers, so loads overlap the previous iteration and the launch is shorter; a
+    rule that does not exist, or one that acts while the kernel runs, is refused before it."""
+    (tmp_path / "b1.py").write_text(_B1_LOOP_SCRIPT)
+    total = {}
+    for name, extra in {"on": [], "off": ["--rule-off", "sequential_buffers"]}.items():
+        r = _trnsim("profile", "b1.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
+                    cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / f"{name}.json.summary.json") as f:
+            (launch,) = json.load(f)["launches"]
+        total[name] = launch["total_time_us"]
+    assert total["off"] < total["on"]
+    for bad in ("sequential_buffer", "evict_by_next_use"):
+        r = _trnsim("profile", "b1.py", "--rule-off", bad, cwd=tmp_path)
+        assert r.returncode != 0
+        assert f"--rule-off {bad!r} is not a compiler rule" in r.stderr
+        assert "allowed: drop_psum_zero_fill" in r.stderr and "Traceback" not in r.stderr
+
+
 @pytest.mark.skipif(not (shutil.which("trace_processor_shell")
                          or os.environ.get("TRNSIM_TRACE_PROCESSOR")),
                     reason="no Perfetto trace-processor binary on this machine (it cannot be "

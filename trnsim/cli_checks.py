@@ -86,3 +86,17 @@ def check_allocation(value: str | None) -> None:
     if value is not None and value not in ALLOCATIONS:
         raise UsageError(f"--allocation {value!r} is not an allocation policy (allowed: "
                          f"{', '.join(ALLOCATIONS)})")
+
+
+def check_rules_off(names: list[str]) -> None:
+    """--rule-off: each a compiler rule that acts on the timing of a recorded launch (the
+    switches of CompilerRules; refetch_clean_blocks and evict_by_next_use act while the kernel
+    runs and are switched with trnsim.profile(..., rules=...))."""
+    from trnsim.timing.compiler import TIMING_RULES
+
+    for name in names:
+        if name not in TIMING_RULES:
+            raise UsageError(f"--rule-off {name!r} is not a compiler rule trnsim profile can "
+                             f"switch off (allowed: {', '.join(TIMING_RULES)}; "
+                             "refetch_clean_blocks and evict_by_next_use act while the kernel "
+                             "runs: trnsim.profile(..., rules=CompilerRules(...)))")

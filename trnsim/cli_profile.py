@@ -57,6 +57,9 @@ def _configure_profile(p: argparse.ArgumentParser) -> None:
                    help="what-if: re-place automatic SBUF/PSUM tiles by this policy (traced, "
                         "ring, fast or max_reuse; default: the chip's, compiler rule "
                         "`allocation`)")
+    p.add_argument("--rule-off", action="append", default=[], metavar="RULE",
+                   help="what-if: time with this compiler rule off (repeatable; e.g. "
+                        "sequential_buffers, reuse_stationary)")
 
 
 def _split_trailing_options(args: argparse.Namespace) -> None:
@@ -73,6 +76,12 @@ def _split_trailing_options(args: argparse.Namespace) -> None:
         key, eq, val = tok.partition("=")
         if tok == "--as-written":
             args.as_written = True
+        elif key == "--rule-off":
+            if not eq:
+                if not rest:
+                    raise UsageError("--rule-off needs a value")
+                val = rest.pop(0)
+            args.rule_off.append(val)
         elif key in names:
             if not eq:  # `--chip=` gives the empty value; `--chip` takes the next token
                 if not rest:
@@ -96,6 +105,7 @@ def _profile(args: argparse.Namespace) -> int:
     cli_checks.check_chip(args.chip)
     cli_checks.check_dma_rows(args.dma_rows)
     cli_checks.check_allocation(args.allocation)
+    cli_checks.check_rules_off(args.rule_off)
     from trnsim.nki.runner import record_launches, stop_recording
     from trnsim.viz import plot
 
@@ -112,10 +122,11 @@ def _profile(args: argparse.Namespace) -> int:
         print(f"trnsim profile: {args.script} launched no kernel", file=sys.stderr)
         return 1
     rules = None
-    if args.allocation is not None:
+    if args.allocation is not None or args.rule_off:
         from trnsim.timing.compiler import CompilerRules
 
-        rules = CompilerRules(allocation=args.allocation)
+        rules = CompilerRules(allocation=args.allocation,
+                              **dict.fromkeys(args.rule_off, False))
     trace, summaries = write_profile(runs, args.output, args.dma_rows, not args.as_written,
                                      rules)
     for s in summaries:

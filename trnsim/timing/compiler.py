@@ -53,6 +53,7 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -110,6 +111,13 @@ class CompilerRules:
         """Every rule off: the instructions as the kernel wrote them."""
         return cls(False, False, False, False, False, False, False, False, False, False,
                    "traced")
+
+
+# The on/off switches of CompilerRules that act on a recorded program's timing (the other two,
+# refetch_clean_blocks and evict_by_next_use, change the program record while the kernel runs).
+TIMING_RULES = tuple(
+    f.name for f in dataclasses.fields(CompilerRules)
+    if f.type in (bool, "bool") and f.name not in ("refetch_clean_blocks", "evict_by_next_use"))
 
 
 def _data_path() -> Path:
