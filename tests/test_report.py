@@ -170,9 +170,10 @@ nki.simulate(loop_kernel)(np.zeros((512, 256), np.float32))
 """
 
 
-def _loop_totals(tmp_path, runs: dict[str, list[str]]) -> dict[str, float]:
+def _loop_totals(tmp_path, runs: dict[str, list[str]],
+                 script: str = _LOOP_SCRIPT) -> dict[str, float]:
     """`trnsim profile loop.py -o NAME.json --chip trn2 EXTRA...` per run: its total time."""
-    (tmp_path / "loop.py").write_text(_LOOP_SCRIPT)
+    (tmp_path / "loop.py").write_text(script)
     total = {}
     for name, extra in runs.items():
         r = _trnsim("profile", "loop.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
@@ -227,18 +228,11 @@ def test_cli_profile_rule_off_what_if(tmp_path):
     """`--rule-off sequential_buffers`: the Beta-1 Python loop's iterations no longer share
     their tiles' buffers, so loads overlap the previous iteration and the launch is shorter; a
     rule that does not exist, or one that acts while the kernel runs, is refused before it."""
-    (tmp_path / "b1.py").write_text(_B1_LOOP_SCRIPT)
-    total = {}
-    for name, extra in {"on": [], "off": ["--rule-off", "sequential_buffers"]}.items():
-        r = _trnsim("profile", "b1.py", "-o", f"{name}.json", "--chip", "trn2", *extra,
-                    cwd=tmp_path)
-        assert r.returncode == 0, r.stderr
-        with open(tmp_path / f"{name}.json.summary.json") as f:
-            (launch,) = json.load(f)["launches"]
-        total[name] = launch["total_time_us"]
+    total = _loop_totals(tmp_path, {"on": [], "off": ["--rule-off", "sequential_buffers"]},
+                         _B1_LOOP_SCRIPT)
     assert total["off"] < total["on"]
     for bad in ("sequential_buffer", "evict_by_next_use"):
-        r = _trnsim("profile", "b1.py", "--rule-off", bad, cwd=tmp_path)
+        r = _trnsim("profile", "loop.py", "--rule-off", bad, cwd=tmp_path)
         assert r.returncode != 0
         assert f"--rule-off {bad!r} is not a compiler rule" in r.stderr
         assert "allowed: drop_psum_zero_fill" in r.stderr and "Traceback" not in r.stderr

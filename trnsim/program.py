@@ -61,8 +61,7 @@ def capture_location(skip_internal: bool = True) -> SourceLocation | None:
         code = frame.f_code
         info = _CODE_INFO.get(id(code))
         if info is None or info[0] is not code:
-            _code_info(frame)
-            info = _CODE_INFO[id(code)]
+            info = _code_info(frame)
         if not skip_internal or not info[1]:
             at = info[2]
             loc = at.get(frame.f_lasti)
@@ -82,21 +81,20 @@ def declaration_site() -> tuple[tuple[int, int], ...]:
     frame = sys._getframe(1)
     site: list[tuple[int, int]] = []
     while frame is not None:
-        code = frame.f_code
-        info = _CODE_INFO.get(id(code))
-        if info is None or info[0] is not code:
-            _code_info(frame)
-            info = _CODE_INFO[id(code)]
+        info = _CODE_INFO.get(id(frame.f_code))
+        if info is None or info[0] is not frame.f_code:
+            info = _code_info(frame)
         if not info[1]:
-            site.append((id(code), frame.f_lasti))
+            site.append((id(info[0]), frame.f_lasti))
         elif site:
             break
         frame = frame.f_back
     return tuple(site)
 
 
-def _code_info(frame: Any) -> None:
-    """Fill _CODE_INFO for the frame's code object (whether it is the simulator's own)."""
+def _code_info(frame: Any) -> tuple[Any, bool, dict[int, SourceLocation]]:
+    """Fill and return _CODE_INFO's entry for the frame's code object (whether it is the
+    simulator's own)."""
     if len(_CODE_INFO) > 16384:
         _CODE_INFO.clear()
     code = frame.f_code
@@ -104,7 +102,8 @@ def _code_info(frame: Any) -> None:
     internal = is_internal_file(fname) or fname.startswith("<frozen") or (
         # code trnsim generated, e.g. a dataclass's __init__ (its globals are ours)
         fname == "<string>" and str(frame.f_globals.get("__name__", "")).startswith("trnsim."))
-    _CODE_INFO[id(code)] = (code, internal, {})
+    info = _CODE_INFO[id(code)] = (code, internal, {})
+    return info
 
 
 @functools.lru_cache(maxsize=4096)
