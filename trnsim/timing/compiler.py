@@ -53,10 +53,9 @@ isa/compiler.yaml. Knows instruction records and chips; nothing about values or 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -116,7 +115,7 @@ class CompilerRules:
 # The on/off switches of CompilerRules that act on a recorded program's timing (the other two,
 # refetch_clean_blocks and evict_by_next_use, change the program record while the kernel runs).
 TIMING_RULES = tuple(
-    f.name for f in dataclasses.fields(CompilerRules)
+    f.name for f in fields(CompilerRules)
     if f.type in (bool, "bool") and f.name not in ("refetch_clean_blocks", "evict_by_next_use"))
 
 
