@@ -6,6 +6,8 @@ import resource
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trnsim import dtypes as dt
 from trnsim.allocation import HBM, Allocator, OnChipMemory
@@ -67,6 +69,56 @@ def test_allocator_respects_partition_ranges():
     assert b == 0
     with pytest.raises(AllocationError):
         a.allocate(0, 128, 64)
+
+
+def _probing_allocate(a: Allocator, p0: int, parts: int, size: int, align: int | None):
+    """The next-fit search by definition: probe from the cursor (then from 0), skipping past
+    each blocking allocation (Allocator.try_allocate finds the same start in one sweep)."""
+    align = align or a.align
+    size = max(size, 1)
+    for start in (a._cursor, 0):
+        b0 = -(-start // align) * align
+        while b0 + size <= a.nbytes:
+            block = a._fits(p0, p0 + parts, b0, b0 + size)
+            if block is None:
+                return a._take(p0, p0 + parts, b0, size), b0
+            b0 = -(-block // align) * align
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_allocator_sweep_matches_probing_next_fit(data):
+    parts = data.draw(st.sampled_from([1, 4, 128]))
+    nbytes = data.draw(st.sampled_from([64, 256, 4096]))
+    align = data.draw(st.sampled_from([1, 4, 64]))
+    fast, ref = Allocator("sbuf", parts, nbytes, align), Allocator("sbuf", parts, nbytes, align)
+    held = []
+    for _ in range(data.draw(st.integers(1, 40))):
+        p0 = data.draw(st.integers(0, parts - 1))
+        n = data.draw(st.integers(1, parts - p0))
+        action = data.draw(st.sampled_from(["alloc", "alloc", "alloc", "free", "place"]))
+        if action == "free" and held:
+            h = held.pop(data.draw(st.integers(0, len(held) - 1)))
+            fast.free(h)
+            ref.free(h)
+        elif action == "place":  # explicit addresses may overlap, or be empty
+            b0 = data.draw(st.integers(0, nbytes - 1))
+            size = data.draw(st.integers(0, nbytes - b0))
+            held.append(fast.place(p0, n, b0, size))
+            ref.place(p0, n, b0, size)
+        else:
+            size = data.draw(st.integers(0, nbytes // 2))
+            how = data.draw(st.sampled_from([None, 2, 128]))
+            got = fast.try_allocate(p0, n, size, how)
+            want = _probing_allocate(ref, p0, n, size, how)
+            assert got == want
+            assert fast._cursor == ref._cursor and fast._live == ref._live
+            if got is None:
+                with pytest.raises(AllocationError, match="cannot allocate"):
+                    fast.allocate(p0, n, size, how)
+            else:
+                held.append(got[0])
 
 
 def test_onchip_view_strides_and_region():

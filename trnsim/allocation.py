@@ -59,17 +59,36 @@ class Allocator:
     def allocate(self, p0: int, partitions: int, size: int,
                  align: int | None = None) -> tuple[int, int]:
         """Find `size` bytes in partitions [p0, p0+partitions); returns (handle, byte_start)."""
+        found = self.try_allocate(p0, partitions, size, align)
+        if found is None:
+            raise self._full_error(p0, partitions, max(size, 1))
+        return found
+
+    def try_allocate(self, p0: int, partitions: int, size: int,
+                     align: int | None = None) -> tuple[int, int] | None:
+        """allocate(), or None where it would raise (no message is made: callers that evict
+        and try again, e.g. the Beta-1 spill pool, fail often)."""
         align = align or self.align
         size = max(size, 1)
         p1 = p0 + partitions
+        b0 = _round_up(self._cursor, align)
+        if b0 + size <= self.nbytes and self._fits(p0, p1, b0, b0 + size) is None:
+            return self._take(p0, p1, b0, size), b0  # the common case: free at the cursor
+        # The lowest aligned start >= the cursor (then >= 0) whose bytes no allocation of
+        # these partitions overlaps, found over the merged occupied intervals (the same
+        # start as probing and skipping past each blocking allocation, in one pass).
+        busy = sorted((c0, c1) for q0, q1, c0, c1 in self._live.values()
+                      if q0 < p1 and p0 < q1)
         for start in (self._cursor, 0):
             b0 = _round_up(start, align)
-            while b0 + size <= self.nbytes:
-                block = self._fits(p0, p1, b0, b0 + size)
-                if block is None:
-                    return self._take(p0, p1, b0, size), b0
-                b0 = _round_up(block, align)
-        raise self._full_error(p0, partitions, size)
+            for c0, c1 in busy:
+                if b0 + size <= c0:
+                    break
+                if c1 > b0:
+                    b0 = _round_up(c1, align)
+            if b0 + size <= self.nbytes:
+                return self._take(p0, p1, b0, size), b0
+        return None
 
     def _full_error(self, p0: int, partitions: int, size: int) -> AllocationError:
         """requested / free / capacity, in bytes per partition (total bytes in HBM)."""

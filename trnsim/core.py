@@ -132,8 +132,10 @@ class NeuronCore:
     # ------------------------------------------------------------ allocation
     def allocate(self, space: str, shape: tuple[int, ...], dtype: dt.DType, name: str = "",
                  address: tuple[int, int] | None = None, poison: bool = True,
-                 loc: SourceLocation | None = None) -> View:
-        """A fresh on-chip tensor: axis 0 on partitions, the rest row-major in each partition."""
+                 loc: SourceLocation | None = None, or_none: bool = False) -> View | None:
+        """A fresh on-chip tensor: axis 0 on partitions, the rest row-major in each partition.
+        `or_none`: None instead of an AllocationError when the space is full (for callers that
+        evict and try again; the error's message is then not made)."""
         if space not in ON_CHIP:
             raise ValueError(space)
         mem = self.sbuf if space == "sbuf" else self.psum
@@ -155,8 +157,11 @@ class NeuronCore:
         free = math.prod(shape[1:])
         nbytes = free * dtype.itemsize
         if address is None:
+            found = mem.allocator.try_allocate(0, parts, nbytes)
+            if found is None and or_none:
+                return None
             try:
-                handle, b0 = mem.allocator.allocate(0, parts, nbytes)
+                handle, b0 = found or mem.allocator.allocate(0, parts, nbytes)
             except AllocationError as e:
                 if nbytes > mem.allocator.nbytes:  # too large alone: nothing else to say
                     raise

@@ -369,38 +369,48 @@ class BlockSlots:
 
     def _allocate_slot(self, block: int) -> View:
         core = self.ctx.core
-        while True:
-            try:
-                return core.allocate(
-                    self.space,
-                    (self.partitions, self.block_elems),
-                    self.dtype,
-                    name=self.block_label(block),
-                    loc=self.loc,
-                )
-            except AllocationError as e:
-                placement = self.pool.placement
-                if placement is not None and placement.placed_whole:
-                    raise  # placed_launch runs the launch again, block by block
-                if not self.pool.evict_one(self.space):
-                    if self.space == "sbuf" and not self.pool.live(self.space):
-                        # SBUF is held by whole tiles Python keeps alive: trnsim's overflow
-                        # fallback for those (see _overflow, which warns) takes the slot too
-                        from trnsim.compat.neuronxcc.nki import _overflow
 
-                        nbytes = self.block_elems * self.dtype.itemsize
-                        return _overflow.allocate(
-                            self.ctx, self.partitions, nbytes, self.dtype, self.block_label(block)
-                        )
-                    live = self.pool.live(self.space)
-                    shown = ", ".join(live[:8]) + (
-                        f" and {len(live) - 8} more" if len(live) > 8 else ""
-                    )
-                    raise AllocationError(
-                        f"{e.message}; {self.block_label(block)} needs a slot but every "
-                        f"block in {self.space} is used by this instruction"
-                        + (f" (live blocks: {shown})" if live else "")
-                    ) from None
+        def allocate(or_none: bool) -> View | None:
+            return core.allocate(
+                self.space,
+                (self.partitions, self.block_elems),
+                self.dtype,
+                name=self.block_label(block),
+                loc=self.loc,
+                or_none=or_none,
+            )
+
+        while True:
+            slot = allocate(or_none=True)  # (no error message is made for a full space)
+            if slot is not None:
+                return slot
+            placement = self.pool.placement
+            if placement is not None and placement.placed_whole:
+                return allocate(or_none=False)  # raises: placed_launch runs the launch
+                # again, block by block
+            if self.pool.evict_one(self.space):
+                continue
+            if self.space == "sbuf" and not self.pool.live(self.space):
+                # SBUF is held by whole tiles Python keeps alive: trnsim's overflow
+                # fallback for those (see _overflow, which warns) takes the slot too
+                from trnsim.compat.neuronxcc.nki import _overflow
+
+                nbytes = self.block_elems * self.dtype.itemsize
+                return _overflow.allocate(
+                    self.ctx, self.partitions, nbytes, self.dtype, self.block_label(block)
+                )
+            try:
+                return allocate(or_none=False)  # raises the space's error
+            except AllocationError as e:
+                live = self.pool.live(self.space)
+                shown = ", ".join(live[:8]) + (
+                    f" and {len(live) - 8} more" if len(live) > 8 else ""
+                )
+                raise AllocationError(
+                    f"{e.message}; {self.block_label(block)} needs a slot but every "
+                    f"block in {self.space} is used by this instruction"
+                    + (f" (live blocks: {shown})" if live else "")
+                ) from None
 
     def evict(self, block: int) -> None:
         """Give the slot of a resident block up, saving its value first if it changed."""
