@@ -102,6 +102,19 @@ CASES = [
     Case("NKIBench mamba", "benchmarks/heldout_kernels/nkibench_mamba.py", "mamba",
          ((256, 7168), (256, 7168), (256, 16), (16, 7168), (16, 7168)), F32, 2.889,
          _NKIBENCH),
+    Case("NKIBench swiglu", "benchmarks/heldout_kernels/nkibench_swiglu.py", "swiglu",
+         ((8, 4, 128, 8, 128), (8, 128, 3072), (24, 128, 1024), (8, 128, 3072)), F32, 4.222,
+         _NKIBENCH),
+    Case("NKIBench bmm_softmax", "benchmarks/heldout_kernels/nkibench_bmm_softmax.py",
+         "bmm_softmax", ((16, 4096, 64), (16, 64, 4096)), F32, 12.000, _NKIBENCH),
+    Case("NKIBench lora", "benchmarks/heldout_kernels/nkibench_lora.py", "lora",
+         ((8, 4, 128, 40, 128), (40, 128, 12288), (40, 128, 128), (128, 12288)), F32, 30.166,
+         _NKIBENCH),
+    Case("NKIBench matmul", "benchmarks/heldout_kernels/nkibench_matmul.py", "matmul",
+         ((32, 128, 40, 128), (40, 128, 12288)), F32, 35.200, _NKIBENCH),
+    Case("NKIBench gqa_full", "benchmarks/heldout_kernels/nkibench_gqa.py", "gqa",
+         ((32, 128, 16, 128), (1, 8, 4, 128, 8, 128), (1, 32, 128, 1024)), F32, 19.111,
+         _NKIBENCH),
 ]  # fmt: skip
 
 
