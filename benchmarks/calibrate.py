@@ -86,12 +86,19 @@ class Param:
     # only programs with a load this window of the compiler rule reuse_loads reuses (the
     # window's largest value); timed once per distinct set of reused loads
     load_window: bool = False
+    # only programs with an instruction on this engine depend on it ("": every program)
+    engine: str = ""
+    # grid points of this parameter whatever --grid says (0: --grid's)
+    points: int = 0
 
     def affects(self, program, chip) -> bool:
         if self.load_window:
             return bool(reused_loads(program, int(self.high)))
         if self.descriptor_class:
             return any(_descriptor_class(ins, chip) == self.descriptor_class for ins in program)
+        if self.engine:
+            # (an engine=unknown instruction may be placed on it: compiler rules)
+            return any(ins.engine == self.engine or ins.engine_unknown for ins in program)
         return not self.opcode or any(ins.opcode == self.opcode for ins in program)
 
     def outcome(self, program, value: float):
@@ -103,7 +110,7 @@ class Param:
     def grid(self, n: int) -> list[float]:
         if self.values:
             return [float(v) for v in self.values]
-        return [float(v) for v in np.linspace(self.low, self.high, n)]
+        return [float(v) for v in np.linspace(self.low, self.high, self.points or n)]
 
 
 def _descriptor_class(ins, chip) -> str:
@@ -159,6 +166,20 @@ PARAMS = (
         "",
         "reciprocal",
         prior=8.0,
+    ),
+    Param(
+        "timing.vector_fixed_latency_cycles",
+        0.0,
+        320.0,
+        "the fixed part of VectorE's pipeline latency (cycles past the II, besides the 60-cycle "
+        "access overhead); only its total at one II is measured (NC-v2 TENSOR_TENSOR fp32, "
+        "N = 8192: 2N + ~380 end to end, NKI-PERF), the rest grows with the II so that "
+        "instruction keeps its duration; 320 (the prior) is all of it fixed, 0 all of it "
+        "proportional; two grid points (the latency is linear in it)",
+        "cycles",
+        engine="vector",
+        prior=320.0,
+        points=2,
     ),
 )
 

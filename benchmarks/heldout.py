@@ -1,6 +1,6 @@
 """Whole-kernel check of the timing model: simulated latency of whole kernels against latencies
 published for real hardware (not part of the test suite). Since issue 16 these trn1 points are
-the calibration set of benchmarks/calibrate.py (four listed trn1 parameters are fitted to
+the calibration set of benchmarks/calibrate.py (five listed trn1 parameters are fitted to
 them, see README "Fidelity report"); they no longer judge the model out of sample.
 
     PYTHONPATH=. python benchmarks/heldout.py [--only NAME ...]

@@ -220,3 +220,48 @@ def test_enum_and_function_attributes_are_read_by_name():
     reads = [sb((128, 512), name="data1"), sb((128, 512), name="data2", offset=4096)]
     c = cost("tensor_tensor", "vector", reads, [sb((128, 512), name="dst", offset=8192)], op=np.add)
     assert c.ii == 256  # bf16 add in SBUF: N, with the NC-v3 2x mode
+
+
+
+def _tt_fp32_cost(n, chip):
+    reads = (sb((128, n), "float32", "data1"), sb((128, n), "float32", "data2", 4 * n))
+    writes = (sb((128, n), "float32", "dst", 8 * n),)
+    return instruction_cost(Instruction(0, "tensor_tensor", "vector", 0, reads, writes,
+                                        {"op": "add"}), chip)
+
+
+@pytest.mark.parametrize(("fixed", "n", "pipe"), [
+    (100, 512, 100),  # all of it fixed (the tiny chip's own value): 100 past the II
+    (20, 512, 20 + 82),  # II 2N = 1024: 20 + 80 * 1024 / 1000, rounded
+    (20, 1, 20 + 5),  # II MIN_II = 64: 20 + 80 * 64 / 1000, rounded
+    (0, 500, 100),  # at the reference II (2N = 1000) the whole latency, whatever the split
+    (0, 2000, 400),  # past it, the proportional part keeps growing: 100 * 4000 / 1000
+])
+def test_vector_latency_splits_into_fixed_and_proportional(fixed, n, pipe):
+    """timing.vector_fixed_latency_cycles of engines.vector.latency_cycles is fixed, the rest
+    grows with the II in proportion to timing.vector_latency_reference_ii_cycles."""
+    chip = load_chip(TINY, **{"timing.vector_fixed_latency_cycles": fixed})
+    c = _tt_fp32_cost(n, chip)
+    assert c.latency - c.ii == pipe  # (the tiny chip has no access overhead)
+
+
+def test_vector_latency_split_leaves_other_engines_alone():
+    ins = Instruction(0, "activation", "scalar", 0, (sb((128, 512)),),
+                      (sb((128, 512), name="dst"),), {"op": "exp"})
+    for fixed in (0, 100):
+        c = instruction_cost(ins, load_chip(TINY, **{"timing.vector_fixed_latency_cycles": fixed}))
+        assert (c.ii, c.latency) == (512, 612)
+
+
+@pytest.mark.parametrize("chip_name", ["trn1", "trn2", "trn3"])
+def test_measured_large_tensor_tensor_keeps_its_duration_whatever_the_split(chip_name):
+    """The split moves latency between small and large VectorE instructions but never off the
+    one measured (NC-v2 TENSOR_TENSOR fp32, N = 8192, 2N + latency + access overhead)."""
+    base = load_chip(chip_name)
+    lat = base.engines["vector"].latency_cycles
+    access = int(base.timing["access_overhead_cycles"])
+    for fixed in (0, lat // 2, lat):
+        chip = (load_chip(chip_name, **{"timing.vector_fixed_latency_cycles": fixed})
+                if "vector_fixed_latency_cycles" in base.timing else base)
+        c = _tt_fp32_cost(8192, chip)
+        assert (c.ii, c.latency) == (16384, 16384 + lat + access)

@@ -109,6 +109,25 @@ def perf_factor(instr: Instruction, chip: ChipSpec) -> int:
     return 1
 
 
+def pipe_latency(eng, ii: int, chip: ChipSpec) -> int:
+    """Cycles from an instruction's last issue cycle to its completion on `eng`.
+
+    VectorE's latency is measured once, on a large instruction (NC-v2 TENSOR_TENSOR fp32,
+    N = 8192: II 2N = 16,384 cycles, 2N + ~380 end to end): `latency_cycles` at that II
+    (`timing.vector_latency_reference_ii_cycles`). How it splits into a fixed pipeline latency and a
+    part that grows with the instruction's streaming is not published: the fixed part is
+    `timing.vector_fixed_latency_cycles` (fitted on trn1; absent, all of it is fixed) and the
+    rest grows in proportion to the II, so the measured instruction keeps its duration."""
+    lat = eng.latency_cycles
+    if eng.name != "vector":
+        return lat
+    fixed = chip.timing.get("vector_fixed_latency_cycles", lat)
+    ref = chip.timing.get("vector_latency_reference_ii_cycles", 0)
+    if ref <= 0 or fixed >= lat:
+        return lat
+    return int(fixed + round((lat - fixed) * ii / ref))
+
+
 def _stream(
     instr: Instruction,
     chip: ChipSpec,
@@ -125,7 +144,7 @@ def _stream(
     tiny = instr.engine == "vector" and _n(instr) < chip.timing["tiny_elems"]
     return Cost(
         ii,
-        ii + eng.latency_cycles + int(chip.timing["access_overhead_cycles"]),
+        ii + pipe_latency(eng, ii, chip) + int(chip.timing["access_overhead_cycles"]),
         perf_mode=f"{factor}x" if factor > 1 else "",
         tiny=tiny,
     )
@@ -155,7 +174,7 @@ def streaming(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
 def fixed(instr: Instruction, p: dict[str, Any], chip: ChipSpec) -> Cost:
     ii = int(p["cycles"])
     eng = chip.engines.get(instr.engine)
-    return Cost(ii, ii + (eng.latency_cycles if eng else 0))
+    return Cost(ii, ii + (pipe_latency(eng, ii, chip) if eng else 0))
 
 
 @cost_model("activation")
