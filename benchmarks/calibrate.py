@@ -175,7 +175,7 @@ PARAMS = (
         "access overhead); only its total at one II is measured (NC-v2 TENSOR_TENSOR fp32, "
         "N = 8192: 2N + ~380 end to end, NKI-PERF), the rest grows with the II so that "
         "instruction keeps its duration; 320 (the prior) is all of it fixed, 0 all of it "
-        "proportional; two grid points (the latency is linear in it)",
+        "proportional; two grid points (a program's latency is close to linear in it)",
         "cycles",
         engine="vector",
         prior=320.0,
